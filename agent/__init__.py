@@ -1,0 +1,47 @@
+"""rein's runtime: models, the LangGraph agent, persistence, streaming and the CLI.
+
+Names are imported on first use, so `import agent` (and `rein --help`) stay fast and never load
+torch, chromadb or llama.cpp.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Agent": "agent.runtime",
+    "RunResult": "agent.runtime",
+    "AgentSpec": "agent.spec",
+    "load_spec": "agent.spec",
+    "StreamEvent": "agent.events",
+    "FixedMode": "agent.hooks",
+    "Intervention": "agent.hooks",
+    "InterventionContext": "agent.hooks",
+    "ModeDecision": "agent.hooks",
+    "ModePolicy": "agent.hooks",
+    "Plant": "agent.hooks",
+    "CostLedger": "agent.ledger",
+    "PriceTable": "agent.ledger",
+    "Message": "agent.messages",
+    "ModelRequest": "agent.messages",
+    "ModelResponse": "agent.messages",
+    "ModelSettings": "agent.messages",
+    "ToolCall": "agent.messages",
+    "Usage": "agent.messages",
+    "FunctionModel": "agent.models",
+    "Model": "agent.models",
+    "ModelError": "agent.models",
+    "ScriptedModel": "agent.models",
+    "resolve_model": "agent.models",
+    "StepLimits": "agent.modes",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agent' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

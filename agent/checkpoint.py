@@ -1,0 +1,76 @@
+"""Checkpointers: SQLite by default (WAL, busy timeout), in-memory for tests, Postgres as an option."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+from agent.errors import UserFacingError
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+def default_home() -> Path:
+    """Where rein keeps its threads database: $REIN_HOME, else ~/.local/share/rein."""
+    return Path(os.environ.get("REIN_HOME") or Path.home() / ".local" / "share" / "rein")
+
+
+def default_sqlite_path() -> Path:
+    """The default threads database."""
+    return default_home() / "threads.sqlite"
+
+
+def describe(spec: Any) -> str:
+    """A short human name for a checkpointer spec."""
+    return spec if isinstance(spec, str) else type(spec).__name__
+
+
+async def open_checkpointer(spec: Any, stack: contextlib.AsyncExitStack) -> Any:
+    """Open a checkpointer in the running event loop; resources close with the stack.
+
+    spec: "memory"; "sqlite" (default path) or "sqlite:PATH" or a path ending in .sqlite/.db;
+    "postgres://…" / "postgresql://…" (needs the `postgres` extra); or a ready saver object.
+    """
+    if spec is None or spec == "sqlite":
+        spec = f"sqlite:{default_sqlite_path()}"
+    if not isinstance(spec, str | os.PathLike):
+        return spec
+    text = os.fspath(spec)
+    if text == "memory":
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        return InMemorySaver()
+    if text.startswith(("postgres://", "postgresql://")):
+        try:
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        except ImportError:
+            raise UserFacingError(
+                "Postgres checkpointing needs the postgres extra: pip install 'rein-runtime[postgres]'"
+            ) from None
+        saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(text))
+        await saver.setup()
+        return saver
+    path = Path(text.removeprefix("sqlite:"))
+    if not text.startswith("sqlite:") and path.suffix not in (".sqlite", ".db", ".sqlite3"):
+        raise UserFacingError(
+            f"unknown checkpointer {text!r}: use memory, sqlite[:PATH], a .sqlite path, or postgres://…"
+        )
+    return await _open_sqlite(path, stack)
+
+
+async def _open_sqlite(path: Path, stack: contextlib.AsyncExitStack) -> Any:
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = await aiosqlite.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000)
+    stack.push_async_callback(conn.close)
+    # WAL lets readers run beside the writer; the busy timeout turns "database is locked" into a wait.
+    await conn.execute("PRAGMA journal_mode=WAL")
+    await conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    await conn.execute("PRAGMA synchronous=NORMAL")
+    saver = AsyncSqliteSaver(conn)
+    await saver.setup()
+    return saver

@@ -1,0 +1,115 @@
+"""Typed stream events: a union of small classes told apart by their `type` field."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class ModeDecided:
+    """The mode slot chose how this turn is answered."""
+
+    mode: str
+    """instant, reasoning or agentic."""
+    reason: str = ""
+    """Why (e.g. "forced", "router").""" 
+    scores: dict[str, float] = field(default_factory=dict)
+    """Per-mode scores from the router, when there is one."""
+    type: Literal["mode"] = "mode"
+
+
+@dataclass(frozen=True)
+class InterventionApplied:
+    """An intervention ran at the start of the turn."""
+
+    name: str
+    """Intervention name."""
+    activated: bool
+    """Whether it planted anything."""
+    record: dict[str, Any] = field(default_factory=dict)
+    """What it diagnosed and planted."""
+    type: Literal["intervention"] = "intervention"
+
+
+@dataclass(frozen=True)
+class TokenDelta:
+    """A piece of answer text from the model."""
+
+    text: str
+    """The new text."""
+    type: Literal["token"] = "token"
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of reasoning from the model."""
+
+    text: str
+    """The new reasoning text."""
+    type: Literal["reasoning"] = "reasoning"
+
+
+@dataclass(frozen=True)
+class ToolCallEvent:
+    """The model called a tool."""
+
+    call_id: str
+    """Id of the call."""
+    name: str
+    """Tool name."""
+    arguments: str
+    """Raw JSON arguments."""
+    type: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True)
+class ToolResultEvent:
+    """A tool call was answered."""
+
+    call_id: str
+    """Id of the call."""
+    name: str
+    """Tool name."""
+    content: str
+    """Text of the tool message."""
+    is_error: bool = False
+    """Whether the call failed."""
+    type: Literal["tool_result"] = "tool_result"
+
+
+@dataclass(frozen=True)
+class ApprovalRequested:
+    """The run paused: these calls need a human's approval (resume with approve or reject)."""
+
+    calls: list[dict[str, Any]]
+    """The calls awaiting approval: id, name, arguments."""
+    type: Literal["approval"] = "approval"
+
+
+@dataclass(frozen=True)
+class FinalAnswer:
+    """The turn ended."""
+
+    text: str
+    """The agent's last answer text (may be empty)."""
+    termination: str
+    """Why the turn ended."""
+    type: Literal["final"] = "final"
+
+
+StreamEvent = (
+    ModeDecided
+    | InterventionApplied
+    | TokenDelta
+    | ReasoningDelta
+    | ToolCallEvent
+    | ToolResultEvent
+    | ApprovalRequested
+    | FinalAnswer
+)
+
+
+def event_to_dict(event: StreamEvent) -> dict[str, Any]:
+    """A JSON-ready dict of an event."""
+    return asdict(event)

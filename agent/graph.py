@@ -1,0 +1,318 @@
+"""The agent as a LangGraph state machine.
+
+intervene → mode → model ⇄ tools → finish. Each user turn enters at `intervene`; interventions may
+plant reasoning there, the mode slot picks instant / reasoning / agentic, the model node calls the
+model, the tools node answers every tool call (pausing for approval where a tool needs it), and
+`finish` records why the turn ended. Messages live in the state as plain dicts so checkpoints stay
+small and readable.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+from agent.events import (
+    FinalAnswer,
+    InterventionApplied,
+    ModeDecided,
+    ReasoningDelta,
+    TokenDelta,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from agent.hooks import FixedMode, Intervention, InterventionContext, ModePolicy, ResponseReviewer
+from agent.ledger import CostLedger, LedgerEntry, PriceTable
+from agent.messages import Message, ModelRequest, ModelResponse, ModelSettings, ToolCall
+from agent.models import base as model_base
+from agent.modes import StepLimits, offered_tools, settings_for
+from agent.plant import plant_messages, surface_dialogue
+from tools import CallRequest, Tool, ToolResult, execute_calls
+from tools.errors import ToolExecutionError, ToolRetryBudgetExceeded
+from tools.execute import rejected
+
+
+class AgentState(TypedDict, total=False):
+    """The checkpointed state of one thread."""
+
+    messages: Annotated[list[dict[str, Any]], operator.add]
+    run_start: int
+    ledger_start: int
+    turn: int
+    mode: str
+    steps: int
+    termination: str | None
+    error: str | None
+    argument_errors: dict[str, int]
+    system_suffix: str | None
+    ledger: Annotated[list[dict[str, Any]], operator.add]
+    interventions: Annotated[list[dict[str, Any]], operator.add]
+    modes: Annotated[list[dict[str, Any]], operator.add]
+
+
+@dataclass
+class GraphDeps:
+    """Everything the nodes need besides the state."""
+
+    model: model_base.Model
+    """The model that answers."""
+    tools: dict[str, Tool]
+    """Tools by name."""
+    system_prompt: str = ""
+    """The agent's system prompt; interventions never change it (the NPI baseline appends per turn)."""
+    interventions: Sequence[Intervention] = ()
+    """Run in order at the start of each user turn."""
+    mode_policy: ModePolicy = field(default_factory=FixedMode)
+    """Chooses each turn's mode."""
+    step_limits: StepLimits = field(default_factory=StepLimits)
+    """Model calls allowed per turn, per mode."""
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    """Sampling settings for every request."""
+    prices: PriceTable = field(default_factory=PriceTable)
+    """Prices for the cost ledger."""
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The tools as OpenAI function schemas."""
+        return [t.openai_schema() for t in self.tools.values()]
+
+
+def _cfg(config: RunnableConfig | None, key: str, default: Any = None) -> Any:
+    return ((config or {}).get("configurable") or {}).get(key, default)
+
+
+def build_graph(deps: GraphDeps) -> StateGraph:
+    """The uncompiled graph; compile it with a checkpointer."""
+    schemas = deps.schemas()
+    reviewers = [i for i in deps.interventions if isinstance(i, ResponseReviewer)]
+
+    def context(state: AgentState, ledger: CostLedger) -> InterventionContext:
+        history = [Message.model_validate(m) for m in state["messages"]]
+        return InterventionContext(
+            dialogue=surface_dialogue(history),
+            tools=schemas,
+            turn=state.get("turn", 0),
+            model=deps.model,
+            ledger=ledger,
+        )
+
+    async def intervene(state: AgentState) -> dict[str, Any]:
+        msgs = state["messages"]
+        update: dict[str, Any] = {
+            "run_start": next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i]["role"] == "user"), 0),
+            "ledger_start": len(state.get("ledger") or []),
+            "turn": sum(1 for m in msgs if m["role"] == "user") - 1,
+            "steps": 0,
+            "termination": None,
+            "error": None,
+            "argument_errors": {},
+            "system_suffix": None,
+        }
+        if not deps.interventions:
+            return update
+        writer = get_stream_writer()
+        ledger = CostLedger()
+        ctx = context({**state, **update}, ledger)  # type: ignore[typeddict-item]
+        planted: list[dict[str, Any]] = []
+        records: list[dict[str, Any]] = []
+        suffix: list[str] = []
+        for intervention in deps.interventions:
+            started = time.perf_counter()
+            plant = await intervention.before_turn(ctx)
+            record = {
+                "name": intervention.name,
+                "turn": update["turn"],
+                "activated": plant is not None,
+                "latency_s": round(time.perf_counter() - started, 4),
+                **(plant.record if plant else {}),
+            }
+            if plant is not None:
+                record["via"] = plant.via
+                record["text"] = plant.text
+                if plant.via == "system_prompt":
+                    suffix.append(plant.text)
+                else:
+                    planted.extend(m.model_dump() for m in plant_messages(plant, intervention.name))
+            records.append(record)
+            writer(InterventionApplied(intervention.name, plant is not None, record))
+        update["messages"] = planted
+        update["interventions"] = records
+        update["ledger"] = [e.model_dump() for e in ledger.entries]
+        update["system_suffix"] = "\n\n".join(suffix) or None
+        return update
+
+    async def choose_mode(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        forced = _cfg(config, "rein_mode")
+        if forced:
+            decision_mode, reason, scores = forced, "forced", {}
+        else:
+            ledger = CostLedger()
+            decision = await deps.mode_policy.decide(context(state, ledger))
+            decision_mode, reason, scores = decision.mode, decision.reason, decision.scores
+        get_stream_writer()(ModeDecided(decision_mode, reason, scores))
+        return {
+            "mode": decision_mode,
+            "modes": [{"turn": state.get("turn", 0), "mode": decision_mode, "reason": reason, "scores": scores}],
+        }
+
+    async def call_model(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        mode = state.get("mode") or "agentic"
+        steps = state.get("steps", 0)
+        if steps >= deps.step_limits.for_mode(mode):  # type: ignore[arg-type]
+            return {"termination": "max_steps"}
+        history = [Message.model_validate(m) for m in state["messages"]]
+        system = deps.system_prompt
+        if state.get("system_suffix"):
+            system = f"{system}\n\n{state['system_suffix']}" if system else state["system_suffix"]
+        request = ModelRequest(
+            messages=([Message.system(system)] if system else []) + history,
+            tools=offered_tools(mode, schemas),  # type: ignore[arg-type]
+            settings=settings_for(mode, deps.settings),  # type: ignore[arg-type]
+        )
+        writer = get_stream_writer()
+        try:
+            response = await _request(deps.model, request, writer if _cfg(config, "rein_stream_tokens") else None)
+        except Exception as exc:  # any adapter failure ends the turn with a typed reason
+            return {"termination": "model_error", "error": f"{type(exc).__name__}: {exc}", "steps": steps + 1}
+        ledger = CostLedger()
+        if reviewers and response.tool_calls:
+            ctx = context(state, ledger)
+            for reviewer in reviewers:
+                revised = await reviewer.review(ctx, request.messages, response)
+                response = revised or response
+        entry = LedgerEntry(
+            kind="model",
+            name=response.model or deps.model.name,
+            usage=response.usage,
+            cost=deps.prices.price_for(response.model or deps.model.name).cost(response.usage),
+        )
+        message = response.to_message()
+        if mode != "agentic":
+            message.tool_calls = []  # no tools were offered; a hallucinated call must not dangle
+        for tc in message.tool_calls:
+            writer(ToolCallEvent(tc.id, tc.name, tc.arguments))
+        return {
+            "messages": [message.model_dump()],
+            "steps": steps + 1,
+            "ledger": [entry.model_dump(), *(e.model_dump() for e in ledger.entries)],
+        }
+
+    async def run_tools(state: AgentState) -> dict[str, Any]:
+        last = Message.model_validate(state["messages"][-1])
+        calls = [CallRequest(tc.id, tc.name, tc.arguments) for tc in last.tool_calls]
+        needing = [c for c in calls if (t := deps.tools.get(c.name)) is not None and t.needs_approval]
+        decisions: dict[str, tuple[bool, str | None]] = {}
+        if needing:
+            answer = interrupt(
+                {"type": "approval", "calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in needing]}
+            )
+            decisions = _decisions(answer, needing)
+        approved = [c for c in calls if decisions.get(c.id, (True, None))[0]]
+        counts = dict(state.get("argument_errors") or {})
+        termination: str | None = None
+        error: str | None = None
+        try:
+            done = await execute_calls(approved, deps.tools, counts)
+        except (ToolRetryBudgetExceeded, ToolExecutionError) as exc:
+            termination = "too_many_errors" if isinstance(exc, ToolRetryBudgetExceeded) else "tool_error"
+            error = str(exc)
+            done = [
+                ToolResult(c.id, c.name, f"Not executed: the run stopped ({exc}).", True, "execution")
+                for c in approved
+            ]
+        by_id = {r.call_id: r for r in done}
+        results = [by_id[c.id] if c.id in by_id else rejected(c, decisions[c.id][1]) for c in calls]
+        writer = get_stream_writer()
+        ledger = CostLedger()
+        messages = []
+        for r in results:
+            writer(ToolResultEvent(r.call_id, r.name, r.content, r.is_error))
+            ledger.book_tool(r.name, r.cost)
+            msg = Message.tool(r.call_id, r.name, r.content, r.is_error)
+            if r.error_kind:
+                msg.metadata["error_kind"] = r.error_kind
+            messages.append(msg.model_dump())
+        update: dict[str, Any] = {"messages": messages, "argument_errors": counts}
+        if ledger.entries:
+            update["ledger"] = [e.model_dump() for e in ledger.entries]
+        if termination:
+            update["termination"] = termination
+            update["error"] = error
+        return update
+
+    def finish(state: AgentState) -> dict[str, Any]:
+        termination = state.get("termination") or "agent_stop"
+        last = state["messages"][-1] if state["messages"] else {}
+        text = last.get("content", "") if last.get("role") == "assistant" else ""
+        get_stream_writer()(FinalAnswer(text if isinstance(text, str) else "", termination))
+        return {"termination": termination}
+
+    def after_model(state: AgentState) -> str:
+        if state.get("termination"):
+            return "finish"
+        last = state["messages"][-1]
+        return "tools" if last.get("role") == "assistant" and last.get("tool_calls") else "finish"
+
+    def after_tools(state: AgentState) -> str:
+        return "finish" if state.get("termination") else "model"
+
+    graph = StateGraph(AgentState)
+    graph.add_node("intervene", intervene)
+    graph.add_node("mode", choose_mode)
+    graph.add_node("model", call_model)
+    graph.add_node("tools", run_tools)
+    graph.add_node("finish", finish)
+    graph.add_edge(START, "intervene")
+    graph.add_edge("intervene", "mode")
+    graph.add_edge("mode", "model")
+    graph.add_conditional_edges("model", after_model, {"tools": "tools", "finish": "finish"})
+    graph.add_conditional_edges("tools", after_tools, {"model": "model", "finish": "finish"})
+    graph.add_edge("finish", END)
+    return graph
+
+
+async def _request(model: model_base.Model, request: ModelRequest, writer: Any) -> ModelResponse:
+    if writer is None:
+        return await model.complete(request)
+    final: ModelResponse | None = None
+    async for item in model.stream(request):
+        if isinstance(item, model_base.TextDelta):
+            writer(TokenDelta(item.text))
+        elif isinstance(item, model_base.ReasoningDelta):
+            writer(ReasoningDelta(item.text))
+        else:
+            final = item
+    if final is None:
+        raise model_base.ModelError(f"model {model.name!r} ended its stream without a response")
+    return final
+
+
+def _decisions(answer: Any, calls: list[CallRequest]) -> dict[str, tuple[bool, str | None]]:
+    """Normalise a resume value: True/False for all, or {call_id: bool | {"approved", "reason"}}."""
+    if isinstance(answer, bool):
+        return {c.id: (answer, None) for c in calls}
+    if isinstance(answer, str) and answer.lower() in ("approve", "approved", "yes", "reject", "rejected", "no"):
+        ok = answer.lower() in ("approve", "approved", "yes")
+        return {c.id: (ok, None) for c in calls}
+    if isinstance(answer, dict):
+        out: dict[str, tuple[bool, str | None]] = {}
+        for c in calls:
+            value = answer.get(c.id, False)
+            if isinstance(value, dict):
+                out[c.id] = (bool(value.get("approved")), value.get("reason"))
+            else:
+                out[c.id] = (bool(value), None)
+        return out
+    raise ValueError(
+        "resume an approval with True/False, 'approve'/'reject', or {call_id: bool | {'approved': bool, 'reason': str}}"
+    )
+
+
+__all__ = ["AgentState", "GraphDeps", "ToolCall", "build_graph"]

@@ -1,0 +1,64 @@
+"""Models by name: `local:qwen2.5-coder-0.5b` (default), `openai:MODEL`, `scripted`, `echo`.
+
+Adapters are imported only when asked for, so choosing a test model never loads llama.cpp or
+the openai SDK.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.models.base import Model, ModelError, ReasoningDelta, StreamItem, TextDelta
+from agent.models.cassette import CassetteModel
+from agent.models.testing import EchoModel, FunctionModel, ScriptedModel, call, calls, reply
+
+DEFAULT_MODEL = "local:qwen2.5-coder-0.5b"
+
+
+def resolve_model(spec: str | Model | None = None, **options: Any) -> Model:
+    """Build a model from a name like `local:qwen2.5-coder-0.5b` or `openai:gpt-4o-mini`.
+
+    options go to the adapter (e.g. base_url, api_key for openai; n_ctx, seed for local).
+    """
+    if isinstance(spec, Model):
+        return spec
+    spec = spec or DEFAULT_MODEL
+    provider, _, name = spec.partition(":")
+    if provider == "local":
+        from agent.models.local import LocalModel
+
+        return LocalModel(name or "qwen2.5-coder-0.5b", **options)
+    if provider == "openai":
+        from agent.models.openai_compat import OpenAIModel
+
+        return OpenAIModel(name or None, **options)
+    if provider == "echo":
+        return EchoModel()
+    if provider == "scripted":
+        return ScriptedModel(options.get("steps", ()), name=name or "scripted")
+    if provider == "cassette":
+        inner = options.pop("inner", None)
+        return CassetteModel(name, inner=resolve_model(inner, **options) if inner else None,
+                             mode="auto" if inner else "replay")
+    raise ModelError(
+        f"unknown model {spec!r}: use local:NAME, openai:NAME (with --base-url for other servers), "
+        "cassette:PATH, echo or scripted"
+    )
+
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "CassetteModel",
+    "EchoModel",
+    "FunctionModel",
+    "Model",
+    "ModelError",
+    "ReasoningDelta",
+    "ScriptedModel",
+    "StreamItem",
+    "TextDelta",
+    "call",
+    "calls",
+    "reply",
+    "resolve_model",
+]

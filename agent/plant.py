@@ -1,0 +1,44 @@
+"""How planted reasoning enters the agent's context: as the agent's own reasoning, never as a user
+or system message."""
+
+from __future__ import annotations
+
+import json
+
+from agent.hooks import Plant
+from agent.messages import Message, ToolCall
+from tools.builtin import THINK_TOOL_NAME
+
+PLANTED = "planted_by"
+
+
+def plant_messages(plant: Plant, source: str) -> list[Message]:
+    """The messages that carry a plant.
+
+    think_tool: an assistant message calling the think tool with the plan, answered by the think
+    tool's empty result (tau-bench's think tool). reasoning_block: an assistant message whose
+    reasoning field holds the plan, for models that take reasoning back in their history.
+    """
+    if plant.via == "think_tool":
+        call = ToolCall(name=THINK_TOOL_NAME, arguments=json.dumps({"thought": plant.text}))
+        calling = Message.assistant("", [call])
+        answer = Message.tool(call.id, THINK_TOOL_NAME, "")
+        calling.metadata[PLANTED] = source
+        answer.metadata[PLANTED] = source
+        return [calling, answer]
+    if plant.via == "reasoning_block":
+        msg = Message.assistant("", reasoning=plant.text)
+        msg.metadata[PLANTED] = source
+        return [msg]
+    raise ValueError(f"plant via {plant.via!r} does not add messages")
+
+
+def surface_dialogue(history: list[Message]) -> list[Message]:
+    """The user-visible conversation: user turns and assistant text, without tool traffic or plants."""
+    out = []
+    for m in history:
+        if m.metadata.get(PLANTED):
+            continue
+        if m.role == "user" or (m.role == "assistant" and m.text):
+            out.append(Message(role=m.role, content=m.text))
+    return out

@@ -1,0 +1,346 @@
+"""The Agent: a model, tools and plug-ins compiled into a LangGraph graph, run per thread."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+import uuid
+from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from langgraph.types import Command
+
+from agent.checkpoint import open_checkpointer
+from agent.events import ApprovalRequested, FinalAnswer, StreamEvent
+from agent.graph import GraphDeps, build_graph
+from agent.hooks import FixedMode, Intervention, Mode, ModePolicy
+from agent.ledger import CostLedger, LedgerEntry, PriceTable
+from agent.messages import Message, ModelSettings, Usage
+from agent.models import Model, resolve_model
+from agent.modes import StepLimits
+from tools import Tool, Toolkit
+
+T = TypeVar("T")
+
+TERMINATIONS = (
+    "agent_stop",
+    "max_steps",
+    "too_many_errors",
+    "interrupted",
+    "model_error",
+    "tool_error",
+)
+
+
+@dataclass
+class RunResult:
+    """The outcome of one user turn (or one resume)."""
+
+    thread_id: str
+    """Thread the turn belongs to."""
+    output: str
+    """The agent's final answer text."""
+    termination: str
+    """Why the turn ended: agent_stop, max_steps, too_many_errors, interrupted, model_error, tool_error."""
+    messages: list[Message]
+    """Messages this turn added, the user message first."""
+    ledger: CostLedger
+    """What this turn spent."""
+    mode: str | None = None
+    """The mode the turn ran in."""
+    interventions: list[dict[str, Any]] = field(default_factory=list)
+    """What interventions diagnosed and planted this turn."""
+    pending_approval: list[dict[str, Any]] = field(default_factory=list)
+    """Calls awaiting approval when termination is interrupted."""
+    error: str | None = None
+    """Error detail for model_error, tool_error and too_many_errors."""
+    events: list[StreamEvent] = field(default_factory=list)
+    """Every stream event of the turn."""
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens used this turn."""
+        return self.ledger.usage
+
+    @property
+    def cost(self) -> float:
+        """Dollars spent this turn."""
+        return self.ledger.cost
+
+
+class Agent:
+    """A tool-using agent on a LangGraph state machine.
+
+    Threads persist in the checkpointer (SQLite by default) and resume after a crash. Use the async
+    methods (`ainvoke`, `astream`, `aresume`) inside an event loop, or the sync ones (`invoke`,
+    `stream`, `resume`) from plain code; the sync ones run on a private event loop.
+    """
+
+    def __init__(
+        self,
+        model: Model | str | None = None,
+        tools: Iterable[Tool] | Toolkit = (),
+        system_prompt: str = "",
+        *,
+        interventions: Sequence[Intervention] = (),
+        mode_policy: ModePolicy | None = None,
+        step_limits: StepLimits | None = None,
+        settings: ModelSettings | None = None,
+        checkpointer: Any = "sqlite",
+        prices: PriceTable | None = None,
+        name: str = "agent",
+    ) -> None:
+        self.name = name
+        self.model = resolve_model(model)
+        self.tools = Toolkit(tools, name=name) if not isinstance(tools, Toolkit) else tools
+        self.system_prompt = system_prompt
+        self.interventions = list(interventions)
+        self.deps = GraphDeps(
+            model=self.model,
+            tools=self.tools.as_dict(),
+            system_prompt=system_prompt,
+            interventions=self.interventions,
+            mode_policy=mode_policy or FixedMode("agentic"),
+            step_limits=step_limits or StepLimits(),
+            settings=settings or ModelSettings(),
+            prices=prices or PriceTable(),
+        )
+        self.checkpointer_spec = checkpointer
+        self._graph = build_graph(self.deps)
+        self._compiled: dict[asyncio.AbstractEventLoop, Any] = {}
+        self._stacks: dict[asyncio.AbstractEventLoop, contextlib.AsyncExitStack] = {}
+        self._open_lock: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        self._portal: _Portal | None = None
+
+    @classmethod
+    def from_spec(cls, spec: Any, **overrides: Any) -> Agent:
+        """Build an agent from an AgentSpec, a dict, or a YAML/JSON file path."""
+        from agent.spec import build_agent
+
+        return build_agent(spec, **overrides)
+
+    # --- graph per event loop -------------------------------------------------------------
+
+    async def _graph_for_loop(self) -> Any:
+        loop = asyncio.get_running_loop()
+        compiled = self._compiled.get(loop)
+        if compiled is not None:
+            return compiled
+        lock = self._open_lock.setdefault(loop, asyncio.Lock())
+        async with lock:
+            if loop not in self._compiled:
+                stack = contextlib.AsyncExitStack()
+                saver = await open_checkpointer(self.checkpointer_spec, stack)
+                self._stacks[loop] = stack
+                self._compiled[loop] = self._graph.compile(checkpointer=saver, name=self.name)
+        return self._compiled[loop]
+
+    async def aclose(self) -> None:
+        """Close this loop's checkpointer connection and the model."""
+        loop = asyncio.get_running_loop()
+        self._compiled.pop(loop, None)
+        stack = self._stacks.pop(loop, None)
+        if stack is not None:
+            await stack.aclose()
+
+    def close(self) -> None:
+        """Close everything the sync API opened."""
+        if self._portal is not None:
+            self._portal.run(self.aclose())
+            self._portal.stop()
+            self._portal = None
+
+    async def __aenter__(self) -> Agent:
+        await self._graph_for_loop()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # --- running --------------------------------------------------------------------------
+
+    async def astream(
+        self,
+        message: str | Message | list[Message] | None,
+        thread_id: str | None = None,
+        *,
+        mode: Mode | None = None,
+        stream_tokens: bool = True,
+        _resume: Any = None,
+        _collect: RunResult | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """Run one user turn and yield typed events as they happen.
+
+        message=None continues the thread from its last checkpoint (after a crash).
+        """
+        graph = await self._graph_for_loop()
+        thread_id = thread_id or uuid.uuid4().hex
+        config = {
+            "configurable": {"thread_id": thread_id, "rein_mode": mode, "rein_stream_tokens": stream_tokens},
+            "recursion_limit": 4 * self.deps.step_limits.agentic + 16,
+        }
+        if _resume is not None:
+            inputs: Any = Command(resume=_resume)
+        elif message is None:
+            inputs = None
+        else:
+            inputs = {"messages": [m.model_dump() for m in _as_messages(message)]}
+        async for kind, chunk in graph.astream(inputs, config, stream_mode=["custom", "updates"]):
+            if kind == "custom":
+                event = chunk
+            elif isinstance(chunk, dict) and "__interrupt__" in chunk:
+                value = chunk["__interrupt__"][0].value
+                event = ApprovalRequested(calls=list(value.get("calls", [])))
+            else:
+                continue
+            if _collect is not None:
+                _collect.events.append(event)
+            yield event
+        if _collect is not None:
+            await self._fill_result(graph, config, _collect)
+
+    async def _fill_result(self, graph: Any, config: dict[str, Any], result: RunResult) -> None:
+        snapshot = await graph.aget_state(config)
+        values = snapshot.values
+        start = values.get("run_start", 0)
+        result.messages = [Message.model_validate(m) for m in values.get("messages", [])[start:]]
+        result.mode = values.get("mode")
+        result.error = values.get("error")
+        turn = values.get("turn", 0)
+        result.interventions = [r for r in values.get("interventions", []) if r.get("turn") == turn]
+        result.ledger = CostLedger(entries=[LedgerEntry.model_validate(e) for e in _turn_ledger(values)])
+        approvals = [e for e in result.events if isinstance(e, ApprovalRequested)]
+        if snapshot.next and approvals:
+            result.termination = "interrupted"
+            result.pending_approval = approvals[-1].calls
+        elif snapshot.next:
+            result.termination = "interrupted"
+        else:
+            result.termination = values.get("termination") or "agent_stop"
+        finals = [e for e in result.events if isinstance(e, FinalAnswer)]
+        if finals:
+            result.output = finals[-1].text
+        else:
+            last = next((m for m in reversed(result.messages) if m.role == "assistant"), None)
+            result.output = last.text if last else ""
+
+    async def ainvoke(
+        self,
+        message: str | Message | list[Message] | None,
+        thread_id: str | None = None,
+        *,
+        mode: Mode | None = None,
+    ) -> RunResult:
+        """Run one user turn to its end (or to an approval pause) and return the result."""
+        thread_id = thread_id or uuid.uuid4().hex
+        result = _empty_result(thread_id)
+        async for _ in self.astream(message, thread_id, mode=mode, stream_tokens=False, _collect=result):
+            pass
+        return result
+
+    async def aresume(self, thread_id: str, decision: Any = True) -> RunResult:
+        """Continue a turn paused for approval: True/False, or {call_id: bool | {approved, reason}}."""
+        result = _empty_result(thread_id)
+        async for _ in self.astream(None, thread_id, stream_tokens=False, _resume=decision, _collect=result):
+            pass
+        return result
+
+    async def acontinue(self, thread_id: str) -> RunResult:
+        """Continue a thread from its last checkpoint, e.g. after the process died mid-turn."""
+        return await self.ainvoke(None, thread_id)
+
+    async def ahistory(self, thread_id: str) -> list[Message]:
+        """Every message of a thread."""
+        graph = await self._graph_for_loop()
+        snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+        return [Message.model_validate(m) for m in snapshot.values.get("messages", [])]
+
+    # --- sync facade ------------------------------------------------------------------------
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._portal is None:
+            self._portal = _Portal()
+        return self._portal.run(coro)
+
+    def invoke(self, message: str | Message | list[Message] | None, thread_id: str | None = None, *, mode: Mode | None = None) -> RunResult:
+        """Sync ainvoke."""
+        return self._run(self.ainvoke(message, thread_id, mode=mode))
+
+    def resume(self, thread_id: str, decision: Any = True) -> RunResult:
+        """Sync aresume."""
+        return self._run(self.aresume(thread_id, decision))
+
+    def continue_thread(self, thread_id: str) -> RunResult:
+        """Sync acontinue."""
+        return self._run(self.acontinue(thread_id))
+
+    def history(self, thread_id: str) -> list[Message]:
+        """Sync ahistory."""
+        return self._run(self.ahistory(thread_id))
+
+    def stream(self, message: str | Message | list[Message] | None, thread_id: str | None = None, *, mode: Mode | None = None) -> Iterator[StreamEvent]:
+        """Sync astream: yields events as the private loop produces them."""
+        if self._portal is None:
+            self._portal = _Portal()
+        yield from self._portal.iterate(self.astream(message, thread_id, mode=mode))
+
+
+def _as_messages(message: str | Message | list[Message]) -> list[Message]:
+    if isinstance(message, str):
+        return [Message.user(message)]
+    if isinstance(message, Message):
+        return [message]
+    return list(message)
+
+
+def _empty_result(thread_id: str) -> RunResult:
+    return RunResult(thread_id=thread_id, output="", termination="agent_stop", messages=[], ledger=CostLedger())
+
+
+def _turn_ledger(values: dict[str, Any]) -> list[dict[str, Any]]:
+    # The ledger is thread-wide; this turn's share is what was booked since the turn began, which
+    # the state marks by the ledger length at the intervene node (stored alongside run_start).
+    entries = values.get("ledger", [])
+    start = values.get("ledger_start")
+    return entries[start:] if isinstance(start, int) else entries
+
+
+class _Portal:
+    """A private event loop on a daemon thread, for the sync API."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="rein-agent-loop", daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
+        q: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+        async def pump() -> None:
+            try:
+                async for item in agen:
+                    q.put(("item", item))
+            except BaseException as exc:  # re-raised in the caller's thread
+                q.put(("error", exc))
+            else:
+                q.put(("done", None))
+
+        asyncio.run_coroutine_threadsafe(pump(), self.loop)
+        while True:
+            kind, value = q.get()
+            if kind == "item":
+                yield value
+            elif kind == "error":
+                raise value
+            else:
+                return
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)

@@ -1,0 +1,146 @@
+"""Agent specs: an agent described in YAML or JSON (model, tools, prompt, interventions, modes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent.errors import UserFacingError
+from agent.modes import StepLimits
+
+
+class PluginSpec(BaseModel):
+    """A plug-in by name with options."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    """Registered name."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for its factory."""
+
+
+class AgentSpec(BaseModel):
+    """Everything needed to build an agent, as data."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = "agent"
+    """Agent name (also its model id when served)."""
+    model: str = "local:qwen2.5-coder-0.5b"
+    """Model by name: local:NAME, openai:NAME, echo, cassette:PATH."""
+    model_options: dict[str, Any] = Field(default_factory=dict)
+    """Adapter options (base_url, api_key, n_ctx, …)."""
+    system_prompt: str = ""
+    """The system prompt."""
+    system_prompt_file: str | None = None
+    """Read the system prompt from this file (relative to the spec) instead."""
+    tools: list[str] = Field(default_factory=list)
+    """Toolkit names (builtin, recovery, retail, …) or "module:attribute" paths of tools or toolkits."""
+    interventions: list[str | PluginSpec] = Field(default_factory=list)
+    """Interventions by name (rein, npi, self-refine) or with options."""
+    mode: str | PluginSpec = "agentic"
+    """A fixed mode (instant, reasoning, agentic) or a mode policy (self, offline, cost)."""
+    step_limits: dict[str, int] = Field(default_factory=dict)
+    """Per-mode model-call caps, e.g. {agentic: 8}."""
+    checkpointer: str = "sqlite"
+    """memory, sqlite[:PATH] or postgres://…"""
+    temperature: float | None = None
+    """Sampling temperature."""
+    max_tokens: int | None = None
+    """Cap on generated tokens per call."""
+
+
+def load_spec(source: str | Path | dict[str, Any] | AgentSpec) -> tuple[AgentSpec, Path | None]:
+    """Parse a spec from a file or a dict; errors name the file, the field and the reason."""
+    if isinstance(source, AgentSpec):
+        return source, None
+    path: Path | None = None
+    if isinstance(source, dict):
+        data: Any = source
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise UserFacingError(f"agent spec {path} does not exist")
+        text = path.read_text(encoding="utf-8")
+        try:
+            if path.suffix in (".yaml", ".yml"):
+                import yaml
+
+                data = yaml.safe_load(text)
+            else:
+                data = json.loads(text)
+        except Exception as exc:  # yaml and json raise different types; both mean unreadable
+            raise UserFacingError(f"{path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}") from None
+    try:
+        return AgentSpec.model_validate(data), path
+    except ValidationError as exc:
+        where = str(path) if path else "agent spec"
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors(include_url=False)
+        )
+        raise UserFacingError(f"{where}: {problems}") from None
+
+
+def build_agent(source: Any, **overrides: Any) -> Any:
+    """An Agent from a spec; keyword overrides replace spec fields (e.g. model=…, checkpointer=…)."""
+    from agent.hooks import Intervention
+    from agent.messages import ModelSettings
+    from agent.models import resolve_model
+    from agent.plugins import load_intervention, load_mode_policy
+    from agent.runtime import Agent
+
+    spec, path = load_spec(source)
+    if overrides:
+        spec = spec.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+    prompt = spec.system_prompt
+    if spec.system_prompt_file:
+        prompt_path = Path(spec.system_prompt_file)
+        if path is not None and not prompt_path.is_absolute():
+            prompt_path = path.parent / prompt_path
+        prompt = prompt_path.read_text(encoding="utf-8")
+    interventions: list[Intervention] = []
+    for item in spec.interventions:
+        plugin = item if isinstance(item, PluginSpec) else PluginSpec(name=item)
+        built = load_intervention(plugin.name, **plugin.options)
+        if built is not None:
+            interventions.append(built)
+    mode = spec.mode if isinstance(spec.mode, PluginSpec) else PluginSpec(name=spec.mode)
+    try:
+        limits = StepLimits(**spec.step_limits)
+    except TypeError as exc:
+        raise UserFacingError(f"step_limits: {exc}") from None
+    return Agent(
+        model=resolve_model(spec.model, **spec.model_options),
+        tools=load_tools(spec.tools),
+        system_prompt=prompt,
+        interventions=interventions,
+        mode_policy=load_mode_policy(mode.name, **mode.options),
+        step_limits=limits,
+        settings=ModelSettings(temperature=spec.temperature, max_tokens=spec.max_tokens),
+        checkpointer=spec.checkpointer,
+        name=spec.name,
+    )
+
+
+def load_tools(names: list[str]) -> list[Any]:
+    """Tools from toolkit names or "module:attribute" paths, without duplicates."""
+    from tools import Tool, Toolkit, load_toolkit
+    from tools.registry import resolve
+
+    out = Toolkit(name="agent")
+    for name in names:
+        try:
+            if ":" in name:
+                obj = resolve(name)
+                obj = obj() if callable(obj) and not isinstance(obj, Tool) else obj
+                items = [obj] if isinstance(obj, Tool) else list(obj)
+            else:
+                items = list(load_toolkit(name))
+        except (KeyError, ImportError, AttributeError, ValueError) as exc:
+            raise UserFacingError(f"tools: cannot load {name!r}: {exc}") from None
+        for t in items:
+            if t.name not in out:
+                out.add(t)
+    return list(out)

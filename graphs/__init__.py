@@ -1,0 +1,1 @@
+"""rein graphs package."""

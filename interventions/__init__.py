@@ -1,0 +1,1 @@
+"""rein interventions package."""

@@ -1,0 +1,1 @@
+"""rein scenarios package."""

@@ -1,0 +1,111 @@
+"""Built-in tools: think, calculate, and the recovery tools ReIn plans point to."""
+
+from __future__ import annotations
+
+import ast
+import operator
+from typing import Any
+
+from tools.errors import ToolError
+from tools.registry import Toolkit
+from tools.tool import Tool, ToolKind, tool
+
+THINK_TOOL_NAME = "think"
+
+
+@tool(name=THINK_TOOL_NAME, kind=ToolKind.THINK, timeout_s=None)
+def think(thought: str) -> str:
+    """Use the tool to think about something. It will not obtain new information or change the
+    database, but just append the thought to the log. Use it when complex reasoning is needed.
+
+    Args:
+        thought: A thought to think about.
+    """
+    return ""
+
+
+_BINOPS: dict[type[ast.operator], Any] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: dict[type[ast.unaryop], Any] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+
+
+def evaluate_arithmetic(expression: str) -> float:
+    """Evaluate + - * / // % ** and parentheses over numbers; nothing else is accepted."""
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError as exc:
+        raise ToolError(f"not an arithmetic expression: {exc.msg}") from None
+
+    def ev(node: ast.AST) -> float:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            left, right = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Pow) and abs(right) > 100:
+                raise ToolError("exponent too large")
+            try:
+                return _BINOPS[type(node.op)](left, right)
+            except ZeroDivisionError:
+                raise ToolError("division by zero") from None
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+            return _UNARY[type(node.op)](ev(node.operand))
+        raise ToolError(f"unsupported element in expression: {ast.dump(node)[:60]}")
+
+    return ev(tree)
+
+
+@tool(kind=ToolKind.GENERIC)
+def calculate(expression: str) -> str:
+    """Calculate the result of a mathematical expression.
+
+    Args:
+        expression: The mathematical expression to calculate, such as '2 + 2'. The expression can contain numbers, operators (+, -, *, /), parentheses, and spaces.
+    """
+    return str(round(evaluate_arithmetic(expression), 2))
+
+
+@tool(kind=ToolKind.GENERIC)
+def transfer_to_human_agents(summary: str) -> str:
+    """Transfer the user to a human agent, with a summary of the user's issue. Only transfer if
+    the user explicitly asks for a human agent, or the request cannot be handled within the
+    scope of your actions.
+
+    Args:
+        summary: A summary of the user's issue.
+    """
+    return "Transfer successful"
+
+
+@tool(kind=ToolKind.GENERIC)
+def report_internal_error(summary: str) -> str:
+    """Report that the request cannot be processed as stated (it is ambiguous or contradicts
+    itself) so that it is logged and the user can be asked to clarify.
+
+    Args:
+        summary: What is unclear or contradictory in the user's request.
+    """
+    return "Internal error reported. Ask the user to clarify their request."
+
+
+def builtin_toolkit() -> Toolkit:
+    """think and calculate."""
+    return Toolkit([think, calculate], name="builtin")
+
+
+def recovery_toolkit() -> Toolkit:
+    """The recovery tools: report_internal_error and transfer_to_human_agents."""
+    return Toolkit([report_internal_error, transfer_to_human_agents], name="recovery")
+
+
+def recovery_tools() -> list[Tool]:
+    """The recovery tools as a list."""
+    return list(recovery_toolkit())

@@ -1,0 +1,357 @@
+"""A Python sandbox: untrusted code runs in a long-lived worker process with limits and an allow-list.
+
+One `SandboxSession` owns one worker process (tools/sandbox_worker.py) and speaks to it over
+pipes. The worker's namespace persists between `run` calls. What the code may touch is limited in
+two layers: an AST check and an allow-list of builtins (no imports, no dunder or private
+attributes, no open/getattr/eval/type), and OS limits in the child (CPU time, address space, no new
+file descriptors, no child processes, no file writes; privileges dropped when started as root).
+Wall time is enforced here: a worker that overruns is killed, restarted, and the caller is told
+that the namespace was lost.
+
+Hosts extend the sandbox with trusted `preamble` source (exec'd in the worker before the limits
+apply; its public names become visible to the code) plus picklable `data`. Preamble code may call
+`emit(obj)` to send JSON data back with the step's result, and `user_namespace()` to reach the
+code's namespace; the host may call preamble functions before the code through `hooks`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tools.sandbox_worker import HEADER
+
+_WORKER = Path(__file__).with_name("sandbox_worker.py")
+
+
+class SandboxError(RuntimeError):
+    """The worker could not be started or initialised (e.g. the preamble failed)."""
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits of one sandbox session."""
+
+    cpu_s: float = 5.0
+    """CPU seconds one run may use."""
+    wall_s: float = 10.0
+    """Wall-clock seconds one run may take before the worker is killed."""
+    memory_mb: int = 256
+    """Address-space cap of the worker process, in MiB."""
+    output_chars: int = 20_000
+    """Printed characters kept per run; printing more stops the code."""
+    max_events: int = 10_000
+    """Events the preamble may emit per run."""
+    session_cpu_s: float = 600.0
+    """CPU seconds over the worker's whole life; past it the worker is killed and restarted."""
+    max_code_chars: int = 100_000
+    """Longest code accepted."""
+    max_reply_bytes: int = 8_000_000
+    """Largest answer accepted from the worker; a bigger one kills it."""
+    startup_s: float = 15.0
+    """Wall-clock seconds allowed for starting the worker and running the preamble."""
+
+
+@dataclass
+class SandboxResult:
+    """What one run produced."""
+
+    stdout: str = ""
+    """Printed output (capped)."""
+    stdout_truncated: bool = False
+    """Whether printed output was cut at the cap."""
+    value: Any = None
+    """Value of a final expression when it is small JSON data; otherwise None."""
+    value_repr: str | None = None
+    """Short repr of the final expression's value, when there was one."""
+    error_type: str | None = None
+    """Exception name, or ForbiddenCode / CpuTimeExceeded / WallTimeExceeded / MemoryLimitExceeded / OutputLimitExceeded / SandboxCrashed."""
+    error_message: str | None = None
+    """Human-readable error."""
+    traceback: str | None = None
+    """Lines of the sandboxed code on the failing call path."""
+    events: list[Any] = field(default_factory=list)
+    """JSON data the preamble emitted during the run, in order."""
+    duration_s: float = 0.0
+    """Wall time of the run as seen by the host, round trip included."""
+    namespace_reset: bool = False
+    """True when the worker was killed or lost, so variables from earlier runs are gone."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the code ran without error."""
+        return self.error_type is None
+
+    def describe(self) -> str:
+        """A compact text report for a model: output, value, error, reset notice."""
+        parts = []
+        if self.stdout:
+            parts.append(self.stdout.rstrip("\n") + ("\n[output truncated]" if self.stdout_truncated else ""))
+        if self.value_repr is not None and self.ok:
+            parts.append(f"=> {self.value_repr}")
+        if not self.ok:
+            parts.append(f"{self.error_type}: {self.error_message}")
+            if self.traceback:
+                parts.append(self.traceback)
+        if self.namespace_reset:
+            parts.append("[the sandbox was restarted: variables from earlier runs are gone]")
+        return "\n".join(parts) if parts else "(no output)"
+
+
+class SandboxSession:
+    """One worker process with a persistent namespace; thread-safe, restarted on demand."""
+
+    def __init__(
+        self,
+        preamble: str = "",
+        data: Mapping[str, Any] | None = None,
+        exports: Sequence[str] | None = None,
+        limits: SandboxLimits | None = None,
+    ) -> None:
+        self.preamble = preamble
+        self.data = dict(data or {})
+        self.exports = list(exports) if exports is not None else None
+        self.limits = limits or SandboxLimits()
+        self.starts = 0
+        """How many worker processes this session has started."""
+        self.worker_info: dict[str, Any] = {}
+        """What the worker reported at start (e.g. whether it dropped root privileges)."""
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lost = False
+        self._lock = threading.Lock()
+        self._finalizer: weakref.finalize | None = None
+
+    def __enter__(self) -> SandboxSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def alive(self) -> bool:
+        """Whether a worker process is running."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        """Start the worker now (run() starts it when needed); raises SandboxError."""
+        with self._lock:
+            self._ensure_started()
+
+    def run(
+        self,
+        code: str,
+        *,
+        inject: Mapping[str, Any] | None = None,
+        hooks: Sequence[tuple[str, Sequence[Any]]] = (),
+    ) -> SandboxResult:
+        """Run code in the persistent namespace.
+
+        inject: picklable values bound in the namespace before the code runs.
+        hooks: (preamble function name, args) called before the code, under the same limits.
+        """
+        if not isinstance(code, str):
+            return SandboxResult(error_type="TypeError", error_message="code must be a string")
+        if len(code) > self.limits.max_code_chars:
+            return SandboxResult(
+                error_type="ForbiddenCode",
+                error_message=f"code is {len(code)} characters; the limit is {self.limits.max_code_chars}",
+            )
+        request = {"op": "run", "code": code, "inject": dict(inject or {}),
+                   "hooks": [(name, list(args)) for name, args in hooks]}
+        try:
+            payload = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            raise SandboxError(f"inject/hooks values must be picklable: {exc}") from exc
+        with self._lock:
+            started = time.perf_counter()
+            self._ensure_started()
+            reset, self._lost = self._lost, False
+            result = self._exchange(payload, self.limits.wall_s)
+            result.namespace_reset = result.namespace_reset or reset
+            result.duration_s = time.perf_counter() - started
+            return result
+
+    def restart(self) -> None:
+        """Kill the worker and start a fresh one (the namespace is lost)."""
+        with self._lock:
+            self._kill()
+            self._ensure_started()
+
+    def close(self) -> None:
+        """Stop the worker."""
+        with self._lock:
+            self._kill()
+
+    # -- process management ------------------------------------------------------------
+
+    def _ensure_started(self) -> None:
+        if self.alive:
+            return
+        if self._proc is not None:
+            self._kill()
+            self._lost = True
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-X", "utf8", str(_WORKER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+            env={},
+            close_fds=True,
+            start_new_session=True,
+        )
+        self._proc = proc
+        self._finalizer = weakref.finalize(self, _kill_process, proc)
+        self.starts += 1
+        init = {"op": "init", "preamble": self.preamble, "data": self.data, "exports": self.exports,
+                "limits": {
+                    "cpu_s": self.limits.cpu_s, "memory_mb": self.limits.memory_mb,
+                    "output_chars": self.limits.output_chars, "max_events": self.limits.max_events,
+                    "session_cpu_s": self.limits.session_cpu_s,
+                }}
+        try:
+            payload = pickle.dumps(init, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            self._kill()
+            raise SandboxError(f"sandbox data must be picklable: {exc}") from exc
+        try:
+            self._send(payload)
+            reply = self._receive(time.monotonic() + self.limits.startup_s)
+        except _WorkerGone as exc:
+            self._kill()
+            raise SandboxError(f"the sandbox worker failed to start: {exc}") from None
+        if not reply.get("ok"):
+            self._kill()
+            raise SandboxError(f"the sandbox preamble failed: {reply.get('error')}\n{reply.get('traceback') or ''}")
+        self.worker_info = {k: v for k, v in reply.items() if k != "ok"}
+
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            _kill_process(proc)
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+
+    # -- protocol ------------------------------------------------------------------------
+
+    def _exchange(self, payload: bytes, wall_s: float) -> SandboxResult:
+        try:
+            self._send(payload)
+            reply = self._receive(time.monotonic() + wall_s)
+        except _WorkerGone as exc:
+            self._kill()
+            self._lost = False
+            return SandboxResult(error_type=exc.kind, error_message=str(exc), namespace_reset=True)
+        return SandboxResult(
+            stdout=str(reply.get("stdout", "")),
+            stdout_truncated=bool(reply.get("stdout_truncated")),
+            value=reply.get("value"),
+            value_repr=reply.get("value_repr"),
+            error_type=reply.get("error_type"),
+            error_message=reply.get("error_message"),
+            traceback=reply.get("traceback"),
+            events=list(reply.get("events") or []),
+        )
+
+    def _send(self, payload: bytes) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(HEADER.pack(len(payload)) + payload)
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise _WorkerGone("SandboxCrashed", self._exit_reason()) from None
+
+    def _receive(self, deadline: float) -> dict[str, Any]:
+        import json
+
+        header = self._read_exact(HEADER.size, deadline)
+        (size,) = HEADER.unpack(header)
+        if size > self.limits.max_reply_bytes:
+            raise _WorkerGone("OutputLimitExceeded",
+                              f"the sandbox answer was {size} bytes; the limit is {self.limits.max_reply_bytes}")
+        body = self._read_exact(size, deadline)
+        try:
+            reply = json.loads(body)
+        except ValueError:
+            raise _WorkerGone("SandboxCrashed", "the sandbox sent a malformed answer") from None
+        if not isinstance(reply, dict):
+            raise _WorkerGone("SandboxCrashed", "the sandbox sent a malformed answer")
+        return reply
+
+    def _read_exact(self, size: int, deadline: float) -> bytes:
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        chunks: list[bytes] = []
+        while size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _WorkerGone(
+                    "WallTimeExceeded",
+                    f"the code ran longer than {self.limits.wall_s:g}s and was stopped",
+                )
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, min(size, 1 << 20))
+            if not chunk:
+                raise _WorkerGone(*self._exit_kind())
+            chunks.append(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
+
+    def _exit_kind(self) -> tuple[str, str]:
+        return ("CpuTimeExceeded" if self._exit_code() == -signal.SIGXCPU else "SandboxCrashed",
+                self._exit_reason())
+
+    def _exit_code(self) -> int | None:
+        if self._proc is None:
+            return None
+        try:
+            return self._proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def _exit_reason(self) -> str:
+        code = self._exit_code()
+        if code == -signal.SIGXCPU:
+            return f"the code used more than {self.limits.cpu_s:g}s of CPU time and the sandbox was stopped"
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"the sandbox process was killed by {name}"
+        return f"the sandbox process exited unexpectedly (code {code})"
+
+
+class _WorkerGone(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _kill_process(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()

@@ -1,0 +1,339 @@
+"""The sandbox worker: a child process that runs untrusted Python under an allow-list and OS limits.
+
+Run as a script (`python -I -S sandbox_worker.py`); it speaks length-prefixed frames on its
+stdin/stdout: pickled requests from the parent (trusted) and JSON answers back (so a worker
+taken over by hostile code still cannot make the parent unpickle anything). Importable as a
+module too, so the parent and tests share `check_code`. Standard library only: the child starts
+without site-packages and never imports rein.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import math
+import os
+import pickle
+import reprlib
+import resource
+import signal
+import struct
+import sys
+import time
+import traceback
+from typing import Any
+
+HEADER = struct.Struct(">I")
+SOURCE_NAME = "<sandbox>"
+
+SAFE_BUILTINS = (
+    "abs", "all", "any", "ascii", "bin", "bool", "bytearray", "bytes", "callable", "chr",
+    "complex", "dict", "divmod", "enumerate", "filter", "float", "frozenset", "hash", "hex", "int",
+    "isinstance", "issubclass", "iter", "len", "list", "map", "max", "min", "next", "oct", "ord",
+    "pow", "range", "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple",
+    "zip", "ArithmeticError", "AssertionError", "AttributeError", "Exception", "IndexError",
+    "KeyError", "LookupError", "NameError", "NotImplementedError", "OverflowError", "RuntimeError",
+    "StopIteration", "TypeError", "ValueError", "ZeroDivisionError",
+)
+"""Builtins code in the sandbox may use; everything else (open, getattr, eval, type, ...) is absent."""
+
+# Frame, code and generator internals that reach globals without a dunder, and str.format,
+# whose replacement fields ("{0.__class__}") read attributes the AST check cannot see.
+BLOCKED_ATTRIBUTES = frozenset((
+    "format", "format_map", "mro", "gi_frame", "gi_code", "gi_yieldfrom", "ag_frame", "ag_code",
+    "cr_frame", "cr_code", "cr_await", "f_globals", "f_locals", "f_builtins", "f_back", "f_code",
+    "tb_frame", "tb_next", "co_code",
+))
+
+_REJECTED_NODES: dict[type[ast.AST], str] = {
+    ast.Import: "imports are not allowed; the available helpers are already defined",
+    ast.ImportFrom: "imports are not allowed; the available helpers are already defined",
+    ast.ClassDef: "class definitions are not allowed; use functions, dicts and lists",
+    ast.AsyncFunctionDef: "async code is not allowed",
+    ast.Await: "async code is not allowed",
+    ast.AsyncFor: "async code is not allowed",
+    ast.AsyncWith: "async code is not allowed",
+}
+_IDENTIFIER_FIELDS = ("id", "name", "arg", "attr", "names", "kwd_attrs", "rest")
+
+
+class ForbiddenCode(Exception):
+    """The code uses a construct the sandbox does not allow."""
+
+
+class CpuTimeExceeded(BaseException):
+    """Raised inside the worker when a step uses up its CPU time (BaseException: `except Exception` cannot hide it)."""
+
+
+class OutputLimitExceeded(BaseException):
+    """Raised inside the worker when printed output passes the cap."""
+
+
+def check_code(source: str) -> ast.Module:
+    """Parse and vet code; raises ForbiddenCode (or SyntaxError) naming the first problem found."""
+    tree = ast.parse(source, SOURCE_NAME, "exec")
+    for node in ast.walk(tree):
+        reason = _REJECTED_NODES.get(type(node))
+        if reason:
+            raise ForbiddenCode(f"line {getattr(node, 'lineno', '?')}: {reason}")
+        for field in _IDENTIFIER_FIELDS:
+            value = getattr(node, field, None)
+            for ident in value if isinstance(value, list) else [value]:
+                if isinstance(ident, str):
+                    _check_identifier(node, field, ident)
+    return tree
+
+
+def _check_identifier(node: ast.AST, field: str, ident: str) -> None:
+    line = getattr(node, "lineno", "?")
+    if ident.startswith("__"):
+        raise ForbiddenCode(f"line {line}: names starting with '__' are not allowed ({ident!r})")
+    if field in ("attr", "kwd_attrs"):
+        if ident.startswith("_"):
+            raise ForbiddenCode(f"line {line}: private attributes are not allowed (.{ident})")
+        if ident in BLOCKED_ATTRIBUTES:
+            hint = "; use an f-string" if ident.startswith("format") else ""
+            raise ForbiddenCode(f"line {line}: attribute .{ident} is not allowed{hint}")
+
+
+class _Output:
+    """Collects printed text up to a cap."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.buffer = io.StringIO()
+        self.size = 0
+        self.truncated = False
+
+    def write(self, text: str) -> None:
+        room = self.cap - self.size
+        if len(text) > room:
+            self.buffer.write(text[: max(room, 0)])
+            self.size = self.cap
+            self.truncated = True
+            raise OutputLimitExceeded(f"printed output passed the limit of {self.cap} characters")
+        self.buffer.write(text)
+        self.size += len(text)
+
+
+class Worker:
+    """State of one sandbox session inside the child."""
+
+    def __init__(self, init: dict[str, Any]) -> None:
+        self.limits: dict[str, Any] = init["limits"]
+        self.events: list[Any] = []
+        self.output = _Output(self.limits["output_chars"])
+        self.namespace: dict[str, Any] = {"__name__": "__sandbox__", "__builtins__": self._builtins()}
+        self.host: dict[str, Any] = {
+            "__name__": "__sandbox_host__",
+            "emit": self.emit,
+            "user_namespace": lambda: self.namespace,
+            **init.get("data", {}),
+        }
+        preamble = init.get("preamble") or ""
+        if preamble:
+            exec(compile(preamble, "<preamble>", "exec", dont_inherit=True), self.host)
+        exports = init.get("exports")
+        if exports is None:
+            given = {"emit", "user_namespace", *init.get("data", {})}
+            exports = [
+                k for k, v in self.host.items()
+                if not k.startswith("_") and k not in given and type(v).__name__ != "module"
+            ]
+        for name in exports:
+            self.namespace[name] = self.host[name]
+        self.repr = reprlib.Repr()
+        self.repr.maxstring = self.repr.maxother = 400
+        self.repr.maxlist = self.repr.maxtuple = self.repr.maxdict = self.repr.maxset = 50
+
+    def _builtins(self) -> dict[str, Any]:
+        import builtins
+
+        table = {name: getattr(builtins, name) for name in SAFE_BUILTINS}
+        table["print"] = self.print
+        table["math"] = math
+        return table
+
+    def print(self, *args: Any, sep: str = " ", end: str = "\n") -> None:
+        """print() for sandboxed code: writes to the capped output buffer."""
+        self.output.write(str(sep).join(str(a) for a in args) + str(end))
+
+    def emit(self, event: Any) -> None:
+        """Send plain data (JSON-able) back to the host with this step's result."""
+        if len(self.events) >= self.limits["max_events"]:
+            raise RuntimeError(f"too many events in one step (limit {self.limits['max_events']})")
+        self.events.append(event)
+
+    def run(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.events = []
+        self.output = _Output(self.limits["output_chars"])
+        for name, value in (request.get("inject") or {}).items():
+            self.namespace[name] = value
+        answer: dict[str, Any] = {"value": None, "value_repr": None, "error_type": None, "error_message": None,
+                                  "traceback": None}
+        code = request["code"]
+        self._arm(self.limits["cpu_s"])
+        started = time.perf_counter()
+        try:
+            for hook, args in request.get("hooks") or ():
+                self.host[hook](*args)
+            value = self._execute(code)
+            if value is not None:
+                answer["value_repr"] = self.repr.repr(value)
+                answer["value"] = _plain(value, self.limits["output_chars"])
+        except ForbiddenCode as exc:
+            answer.update(error_type="ForbiddenCode", error_message=str(exc))
+        except SyntaxError as exc:
+            answer.update(error_type="SyntaxError", error_message=f"line {exc.lineno}: {exc.msg}")
+        except CpuTimeExceeded:
+            answer.update(error_type="CpuTimeExceeded",
+                          error_message=f"the code used more than {self.limits['cpu_s']:g}s of CPU time")
+        except MemoryError:
+            answer.update(error_type="MemoryLimitExceeded",
+                          error_message=f"the code needed more than {self.limits['memory_mb']} MB of memory")
+        except OutputLimitExceeded as exc:
+            answer.update(error_type="OutputLimitExceeded", error_message=str(exc))
+        except BaseException as exc:
+            answer.update(error_type=type(exc).__name__, error_message=str(exc)[:2000],
+                          traceback=_sandbox_traceback(exc, code))
+        finally:
+            self._arm(0)
+        answer["duration_s"] = time.perf_counter() - started
+        answer["stdout"] = self.output.buffer.getvalue()
+        answer["stdout_truncated"] = self.output.truncated
+        answer["events"] = self.events
+        return answer
+
+    def _execute(self, code: str) -> Any:
+        tree = check_code(code)
+        last: ast.expr | None = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = tree.body.pop().value
+        exec(compile(tree, SOURCE_NAME, "exec", dont_inherit=True), self.namespace)
+        if last is None:
+            return None
+        expression = ast.Expression(last)
+        return eval(compile(expression, SOURCE_NAME, "eval", dont_inherit=True), self.namespace)
+
+    def _arm(self, seconds: float) -> None:
+        # The profiling timer interrupts Python-level loops gracefully; RLIMIT_CPU (set a second
+        # later) kills the process when a single C call (a huge power, a sort) ignores the timer.
+        signal.setitimer(signal.ITIMER_PROF, seconds)
+        if seconds:
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            used = usage.ru_utime + usage.ru_stime
+            _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+            soft = math.ceil(used + seconds) + 1
+            if hard != resource.RLIM_INFINITY:
+                soft = min(soft, hard)
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+def _plain(value: Any, cap: int) -> Any:
+    """The value itself when it is small JSON data, else None (the repr is always sent)."""
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return value if len(text) <= cap else None
+
+
+def _sandbox_traceback(exc: BaseException, code: str) -> str:
+    lines = code.splitlines()
+    out = []
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename == SOURCE_NAME and frame.lineno:
+            text = lines[frame.lineno - 1].strip() if frame.lineno <= len(lines) else ""
+            out.append(f"  line {frame.lineno}, in {frame.name}: {text}")
+    return "\n".join(out[-8:])
+
+
+def _on_cpu_timer(signum: int, frame: Any) -> None:
+    raise CpuTimeExceeded()
+
+
+def _restrict(limits: dict[str, Any]) -> dict[str, bool]:
+    """Apply OS limits; after this the process cannot open files, fork, or grow past its memory cap."""
+    dropped = False
+    if os.geteuid() == 0:
+        # Root ignores RLIMIT_NPROC and file permissions; become nobody first.
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            dropped = True
+        except OSError:
+            dropped = False
+    memory = limits["memory_mb"] * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    session_cpu = math.ceil(limits["session_cpu_s"])
+    resource.setrlimit(resource.RLIMIT_CPU, (session_cpu, session_cpu))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    # Descriptors 0-2 hold the pipes; a limit of 3 means no new file, socket or pipe can be opened.
+    resource.setrlimit(resource.RLIMIT_NOFILE, (3, 3))
+    signal.signal(signal.SIGXCPU, signal.SIG_DFL)
+    signal.signal(signal.SIGPROF, _on_cpu_timer)
+    return {"privileges_dropped": dropped}
+
+
+def _read_exact(stream: Any, size: int) -> bytes | None:
+    chunks = []
+    while size:
+        chunk = stream.read(size)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_frame(stream: Any) -> bytes | None:
+    header = _read_exact(stream, HEADER.size)
+    if header is None:
+        return None
+    (size,) = HEADER.unpack(header)
+    return _read_exact(stream, size)
+
+
+def _write_frame(stream: Any, payload: dict[str, Any]) -> None:
+    data = json.dumps(payload, allow_nan=False, default=repr).encode()
+    stream.write(HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def main() -> None:
+    """Serve requests until the parent closes the pipe."""
+    # The protocol owns descriptors 0 and 1; 2 goes to /dev/null so a stray write cannot block.
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    os.close(null)
+    inp = os.fdopen(0, "rb", buffering=0)
+    out = os.fdopen(1, "wb")
+    sys.stdin = sys.stdout = sys.stderr = None  # type: ignore[assignment]
+    worker: Worker | None = None
+    while True:
+        frame = _read_frame(inp)
+        if frame is None:
+            return
+        request = pickle.loads(frame)
+        op = request.get("op")
+        if op == "init":
+            try:
+                worker = Worker(request)
+                info = _restrict(request["limits"])
+            except BaseException as exc:
+                _write_frame(out, {"ok": False, "error": f"{type(exc).__name__}: {exc}",
+                                   "traceback": traceback.format_exc(limit=-4)})
+                return
+            _write_frame(out, {"ok": True, **info})
+        elif op == "run" and worker is not None:
+            _write_frame(out, worker.run(request))
+        else:
+            _write_frame(out, {"ok": False, "error": f"unexpected request {op!r}"})
+
+
+if __name__ == "__main__":
+    main()
