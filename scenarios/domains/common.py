@@ -1,0 +1,71 @@
+"""Helpers shared by the domain tools: tolerant text matching, tau2's calculator, error wording."""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from tools.builtin import evaluate_arithmetic
+from tools.errors import ToolError
+
+TRANSFER_MESSAGE = "Transfer successful"
+"""What transfer_to_human_agents returns in every tau2 domain."""
+
+_CALC_CHARS = frozenset("0123456789+-*/(). ")
+
+
+def fold(text: str) -> str:
+    """Case- and accent-insensitive form of text: strip, NFD, drop combining marks, casefold."""
+    decomposed = unicodedata.normalize("NFD", text.strip())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
+
+
+def resolve_key(keys: Iterable[str], wanted: Any, exact: dict[str, Any]) -> str | None:
+    """The key matching wanted exactly, after stripping, or after folding; None if none does."""
+    if not isinstance(wanted, str):
+        return None
+    if wanted in exact:
+        return wanted
+    stripped = wanted.strip()
+    if stripped in exact:
+        return stripped
+    folded = fold(stripped)
+    return next((k for k in keys if fold(k) == folded), None)
+
+
+def calculate(expression: Any) -> str:
+    """tau2's calculator: digits, + - * / ( ) . and spaces only; result rounded to 2 places."""
+    if not isinstance(expression, str) or not all(ch in _CALC_CHARS for ch in expression):
+        raise ToolError("Invalid characters in expression")
+    return str(round(float(evaluate_arithmetic(expression)), 2))
+
+
+def parse_model(model: type[BaseModel], value: Any, what: str) -> BaseModel:
+    """Validate one argument object the way tau2's pydantic models do; ToolError on failure."""
+    if isinstance(value, model):
+        return value
+    if not isinstance(value, dict):
+        raise ToolError(f"{what} must be an object, got {type(value).__name__}")
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        raise ToolError(f"invalid {what}: {describe(exc)}") from None
+
+
+def describe(exc: ValidationError) -> str:
+    """A one-line summary of a pydantic validation error."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
+    return "; ".join(parts)
+
+
+def require_list(value: Any, what: str) -> list[Any]:
+    """value itself when it is a list; ToolError otherwise."""
+    if not isinstance(value, list):
+        raise ToolError(f"{what} must be a list, got {type(value).__name__}")
+    return value
