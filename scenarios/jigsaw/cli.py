@@ -1,0 +1,155 @@
+"""`rein jigsaw solve` and `rein jigsaw bench`: play one puzzle, or measure the solver over many."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from agent.errors import UserFacingError
+
+
+def _level(text: str) -> int | None:
+    if text.lower() in ("random", "none"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"level must be an integer or 'random', got {text!r}") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the subcommands and their options."""
+    sub = parser.add_subparsers(dest="action", required=True)
+    solve = sub.add_parser("solve", help="play one puzzle with the solver or an LLM")
+    solve.add_argument("--image", default="astronaut",
+                       help="bundled photo (astronaut, chelsea, coffee, rocket, hubble_deep_field, ...) or an image file")
+    solve.add_argument("--grid", type=int, default=3, help="n for an n×n grid (2 to 8)")
+    solve.add_argument("--level", type=_level, default=None,
+                       help="pieces that start in place (0 to n²−2), or 'random' (default)")
+    solve.add_argument("--seed", type=int, default=0, help="shuffle seed")
+    solve.add_argument("--agent", choices=("solver", "llm"), default="solver", help="who plays")
+    solve.add_argument("--model", default=None, help="model for --agent llm (default: the embedded local model)")
+    solve.add_argument("--max-turns", type=int, default=10, help="turn limit")
+    solve.add_argument("--window", type=float, default=1.0, help="side fraction of a seeded window of the photo")
+    solve.add_argument("--vision", action="store_true", help="send pictures to the model as PNG content parts")
+    solve.add_argument("--save-png", default=None, help="write the final arrangement to this PNG file")
+    solve.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    bench = sub.add_parser("bench", help="solver Acc and Score per grid size and level")
+    bench.add_argument("--grids", type=int, nargs="+", default=[2, 3, 4, 5], help="grid sizes")
+    bench.add_argument("--levels", type=_level, nargs="+", default=[None, 0],
+                       help="levels: integers (pieces in place) and/or 'random'")
+    bench.add_argument("--seeds", type=int, default=10, help="seeds per photo")
+    bench.add_argument("--images", nargs="+", default=None, help="photos (default: the five bundled colour photos)")
+    bench.add_argument("--window", type=float, default=0.8, help="side fraction of each seed's window of the photo")
+    bench.add_argument("--json", action="store_true", help="print the table as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the chosen subcommand."""
+    if args.action == "solve":
+        return _solve(args)
+    return _bench(args)
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from pydantic import ValidationError
+
+    from scenarios.jigsaw.env import JigsawConfig
+
+    try:
+        return JigsawConfig(image=args.image, grid=args.grid, level=args.level, seed=args.seed,
+                            max_turns=args.max_turns, window=args.window)
+    except ValidationError as exc:
+        problems = "; ".join(str(err["msg"]).removeprefix("Value error, ") for err in exc.errors(include_url=False))
+        raise UserFacingError(f"invalid puzzle settings: {problems}") from None
+
+
+def _solve(args: argparse.Namespace) -> int:
+    from scenarios.jigsaw.env import JigsawEnv
+
+    config = _config(args)
+    extra: dict[str, Any] = {}
+    with JigsawEnv(config) as env:
+        if args.agent == "solver":
+            from scenarios.jigsaw.solver import SolverAgent
+
+            solver = SolverAgent()
+            result = solver.run_episode(env)
+            if solver.last_placement is not None:
+                extra["search"] = {"exact": solver.last_placement.exact, "nodes": solver.last_placement.nodes}
+        else:
+            run_ = _run_llm(env, args)
+            result = run_.result
+            extra.update(termination=run_.termination, model_error=run_.error,
+                         usage=run_.usage.model_dump(), turns=[t.__dict__ for t in run_.turns])
+        if args.save_png:
+            from scenarios.jigsaw.render import to_png
+
+            try:
+                with open(args.save_png, "wb") as handle:
+                    handle.write(to_png(env.render()))
+            except OSError as exc:
+                raise UserFacingError(f"cannot write {args.save_png!r}: {exc}") from None
+    payload = {**result.as_dict(), "image": config.image, "grid": config.grid, "level": config.level,
+               "seed": config.seed, "agent": args.agent, **extra}
+    if args.agent == "llm":
+        payload["termination"] = extra["termination"]
+    if args.json:
+        print(json.dumps(payload, indent=2))
+    else:
+        print(f"{config.image} {config.grid}x{config.grid} level={_show_level(config.level)} seed={config.seed} "
+              f"agent={args.agent}")
+        print(f"solved: {'yes' if result.solved else 'no'}  score: {result.score:.2f}  steps: {result.steps}  "
+              f"reward: {result.reward:.2f}  ({payload['termination']})")
+        if extra.get("model_error"):
+            print(f"model error: {extra['model_error']}", file=sys.stderr)
+    return 0
+
+
+def _run_llm(env: Any, args: argparse.Namespace) -> Any:
+    import asyncio
+
+    from agent.models import ModelError, resolve_model
+    from scenarios.jigsaw.agent import LLMAgentConfig, run_llm_episode
+
+    try:
+        model = resolve_model(args.model)
+    except (ModelError, ImportError, FileNotFoundError, ValueError) as exc:
+        raise UserFacingError(f"cannot load model {args.model or 'local (default)'}: {exc}") from None
+    return asyncio.run(run_llm_episode(env, model, LLMAgentConfig(vision=args.vision)))
+
+
+def _show_level(level: int | None) -> str:
+    return "random" if level is None else str(level)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from scenarios.jigsaw.evaluate import markdown_table, solver_bench
+    from scenarios.jigsaw.images import DEFAULT_PHOTOS, load_image
+    from scenarios.jigsaw.puzzle import check_grid
+
+    for grid in args.grids:
+        try:
+            check_grid(grid)
+        except ValueError as exc:
+            raise UserFacingError(str(exc)) from None
+    if args.seeds < 1:
+        raise UserFacingError("--seeds must be at least 1")
+    if not 0.1 <= args.window <= 1.0:
+        raise UserFacingError("--window must be from 0.1 to 1.0")
+    images = args.images or list(DEFAULT_PHOTOS)
+    for image in images:
+        load_image(image)  # a missing or unreadable file fails here, before any work
+    progress = None if args.json else (lambda line: print(line, file=sys.stderr))
+    cells = solver_bench(grids=args.grids, levels=args.levels, seeds=args.seeds, images=images,
+                         window=args.window, progress=progress)
+    if not cells:
+        raise UserFacingError("no (grid, level) pair fits: a level must be from 0 to n²−2")
+    if args.json:
+        print(json.dumps([c.__dict__ for c in cells], indent=2))
+    else:
+        print(markdown_table(cells))
+    return 0
