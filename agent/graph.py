@@ -1,9 +1,11 @@
 """The agent as a LangGraph state machine.
 
-intervene → mode → model ⇄ tools → finish. Each user turn enters at `intervene`; interventions may
-plant reasoning there, the mode slot picks instant / reasoning / agentic, the model node calls the
-model, the tools node answers every tool call (pausing for approval where a tool needs it), and
-`finish` records why the turn ended. Messages live in the state as plain dicts so checkpoints stay
+intervene → mode → model ⇄ tools, ending at the model's final answer or at `finish`. Each user
+turn enters at `intervene` (present when interventions are configured); interventions may plant
+reasoning there, the mode slot picks instant / reasoning / agentic, the model node calls the
+model, the tools node answers every tool call (pausing for approval where a tool needs it). A model answer
+without tool calls ends the turn (agent_stop); `finish` ends turns that stop early (max_steps,
+model_error, too_many_errors, tool_error) with their reason. Messages live in the state as plain dicts so checkpoints stay
 small and readable.
 """
 
@@ -29,7 +31,14 @@ from agent.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from agent.hooks import FixedMode, Intervention, InterventionContext, ModePolicy, ResponseReviewer
+from agent.hooks import (
+    FixedMode,
+    Intervention,
+    InterventionContext,
+    ModeDecision,
+    ModePolicy,
+    ResponseReviewer,
+)
 from agent.ledger import CostLedger, LedgerEntry, PriceTable
 from agent.messages import Message, ModelRequest, ModelResponse, ModelSettings, ToolCall
 from agent.models import base as model_base
@@ -40,22 +49,27 @@ from tools.errors import ToolExecutionError, ToolRetryBudgetExceeded
 from tools.execute import rejected
 
 
-class AgentState(TypedDict, total=False):
-    """The checkpointed state of one thread."""
+class TurnState(TypedDict, total=False):
+    """Bookkeeping of the current user turn, replaced as a whole by each node (one channel keeps
+    checkpoints cheap)."""
 
-    messages: Annotated[list[dict[str, Any]], operator.add]
-    run_start: int
-    ledger_start: int
-    turn: int
-    mode: str
+    mode: str | None
+    mode_reason: str
+    mode_scores: dict[str, float]
     steps: int
     termination: str | None
     error: str | None
     argument_errors: dict[str, int]
     system_suffix: str | None
+
+
+class AgentState(TypedDict, total=False):
+    """The checkpointed state of one thread."""
+
+    messages: Annotated[list[dict[str, Any]], operator.add]
+    turn: TurnState
     ledger: Annotated[list[dict[str, Any]], operator.add]
     interventions: Annotated[list[dict[str, Any]], operator.add]
-    modes: Annotated[list[dict[str, Any]], operator.add]
 
 
 @dataclass
@@ -84,6 +98,24 @@ class GraphDeps:
         return [t.openai_schema() for t in self.tools.values()]
 
 
+def new_turn(mode: str | None = None, reason: str = "") -> TurnState:
+    """The bookkeeping a user turn starts from, sent with the user's message; the mode is set when
+    it is known before the turn starts (forced, or a fixed policy)."""
+    return TurnState(
+        mode=mode, mode_reason=reason, mode_scores={}, steps=0, termination=None, error=None,
+        argument_errors={}, system_suffix=None,
+    )
+
+
+def _with(state: AgentState, **changes: Any) -> dict[str, Any]:
+    """A `turn` update: the current turn state with some fields changed."""
+    return {"turn": {**state.get("turn", new_turn()), **changes}}
+
+
+def _turn_index(state: AgentState) -> int:
+    return sum(1 for m in state["messages"] if m["role"] == "user") - 1
+
+
 def _cfg(config: RunnableConfig | None, key: str, default: Any = None) -> Any:
     return ((config or {}).get("configurable") or {}).get(key, default)
 
@@ -94,32 +126,21 @@ def build_graph(deps: GraphDeps) -> StateGraph:
     reviewers = [i for i in deps.interventions if isinstance(i, ResponseReviewer)]
 
     def context(state: AgentState, ledger: CostLedger) -> InterventionContext:
+        """What plug-ins see; built only when a plug-in runs, since it validates the whole history."""
         history = [Message.model_validate(m) for m in state["messages"]]
         return InterventionContext(
             dialogue=surface_dialogue(history),
             tools=schemas,
-            turn=state.get("turn", 0),
+            turn=_turn_index(state),
             model=deps.model,
             ledger=ledger,
         )
 
     async def intervene(state: AgentState) -> dict[str, Any]:
-        msgs = state["messages"]
-        update: dict[str, Any] = {
-            "run_start": next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i]["role"] == "user"), 0),
-            "ledger_start": len(state.get("ledger") or []),
-            "turn": sum(1 for m in msgs if m["role"] == "user") - 1,
-            "steps": 0,
-            "termination": None,
-            "error": None,
-            "argument_errors": {},
-            "system_suffix": None,
-        }
-        if not deps.interventions:
-            return update
+        turn = _turn_index(state)
         writer = get_stream_writer()
         ledger = CostLedger()
-        ctx = context({**state, **update}, ledger)  # type: ignore[typeddict-item]
+        ctx = context(state, ledger)
         planted: list[dict[str, Any]] = []
         records: list[dict[str, Any]] = []
         suffix: list[str] = []
@@ -128,7 +149,7 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             plant = await intervention.before_turn(ctx)
             record = {
                 "name": intervention.name,
-                "turn": update["turn"],
+                "turn": turn,
                 "activated": plant is not None,
                 "latency_s": round(time.perf_counter() - started, 4),
                 **(plant.record if plant else {}),
@@ -142,35 +163,38 @@ def build_graph(deps: GraphDeps) -> StateGraph:
                     planted.extend(m.model_dump() for m in plant_messages(plant, intervention.name))
             records.append(record)
             writer(InterventionApplied(intervention.name, plant is not None, record))
-        update["messages"] = planted
-        update["interventions"] = records
-        update["ledger"] = [e.model_dump() for e in ledger.entries]
-        update["system_suffix"] = "\n\n".join(suffix) or None
-        return update
+        return {
+            "messages": planted,
+            "interventions": records,
+            "ledger": [e.model_dump() for e in ledger.entries],
+            **_with(state, system_suffix="\n\n".join(suffix) or None),
+        }
 
     async def choose_mode(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         forced = _cfg(config, "rein_mode")
+        ledger = CostLedger()
         if forced:
-            decision_mode, reason, scores = forced, "forced", {}
+            decision = ModeDecision(forced, reason="forced")
+        elif isinstance(deps.mode_policy, FixedMode):
+            decision = ModeDecision(deps.mode_policy.mode, reason="fixed")
         else:
-            ledger = CostLedger()
             decision = await deps.mode_policy.decide(context(state, ledger))
-            decision_mode, reason, scores = decision.mode, decision.reason, decision.scores
-        get_stream_writer()(ModeDecided(decision_mode, reason, scores))
-        return {
-            "mode": decision_mode,
-            "modes": [{"turn": state.get("turn", 0), "mode": decision_mode, "reason": reason, "scores": scores}],
-        }
+        get_stream_writer()(ModeDecided(decision.mode, decision.reason, decision.scores))
+        update = _with(state, mode=decision.mode, mode_reason=decision.reason, mode_scores=decision.scores)
+        if ledger.entries:
+            update["ledger"] = [e.model_dump() for e in ledger.entries]
+        return update
 
     async def call_model(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
-        mode = state.get("mode") or "agentic"
-        steps = state.get("steps", 0)
+        turn = state["turn"]
+        mode = turn.get("mode") or "agentic"
+        steps = turn.get("steps", 0)
         if steps >= deps.step_limits.for_mode(mode):  # type: ignore[arg-type]
-            return {"termination": "max_steps"}
+            return _with(state, termination="max_steps")
         history = [Message.model_validate(m) for m in state["messages"]]
         system = deps.system_prompt
-        if state.get("system_suffix"):
-            system = f"{system}\n\n{state['system_suffix']}" if system else state["system_suffix"]
+        if turn.get("system_suffix"):
+            system = f"{system}\n\n{turn['system_suffix']}" if system else turn["system_suffix"]
         request = ModelRequest(
             messages=([Message.system(system)] if system else []) + history,
             tools=offered_tools(mode, schemas),  # type: ignore[arg-type]
@@ -180,7 +204,7 @@ def build_graph(deps: GraphDeps) -> StateGraph:
         try:
             response = await _request(deps.model, request, writer if _cfg(config, "rein_stream_tokens") else None)
         except Exception as exc:  # any adapter failure ends the turn with a typed reason
-            return {"termination": "model_error", "error": f"{type(exc).__name__}: {exc}", "steps": steps + 1}
+            return _with(state, termination="model_error", error=f"{type(exc).__name__}: {exc}", steps=steps + 1)
         ledger = CostLedger()
         if reviewers and response.tool_calls:
             ctx = context(state, ledger)
@@ -198,10 +222,15 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             message.tool_calls = []  # no tools were offered; a hallucinated call must not dangle
         for tc in message.tool_calls:
             writer(ToolCallEvent(tc.id, tc.name, tc.arguments))
+        changes: dict[str, Any] = {"steps": steps + 1}
+        if not message.tool_calls:
+            # An answer without tool calls is the turn's final response.
+            changes["termination"] = "agent_stop"
+            writer(FinalAnswer(message.text, "agent_stop"))
         return {
             "messages": [message.model_dump()],
-            "steps": steps + 1,
             "ledger": [entry.model_dump(), *(e.model_dump() for e in ledger.entries)],
+            **_with(state, **changes),
         }
 
     async def run_tools(state: AgentState) -> dict[str, Any]:
@@ -215,7 +244,7 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             )
             decisions = _decisions(answer, needing)
         approved = [c for c in calls if decisions.get(c.id, (True, None))[0]]
-        counts = dict(state.get("argument_errors") or {})
+        counts = dict(state["turn"].get("argument_errors") or {})
         termination: str | None = None
         error: str | None = None
         try:
@@ -239,40 +268,54 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             if r.error_kind:
                 msg.metadata["error_kind"] = r.error_kind
             messages.append(msg.model_dump())
-        update: dict[str, Any] = {"messages": messages, "argument_errors": counts}
+        changes: dict[str, Any] = {"argument_errors": counts}
+        if termination:
+            changes.update(termination=termination, error=error)
+        update: dict[str, Any] = {"messages": messages, **_with(state, **changes)}
         if ledger.entries:
             update["ledger"] = [e.model_dump() for e in ledger.entries]
-        if termination:
-            update["termination"] = termination
-            update["error"] = error
         return update
 
-    def finish(state: AgentState) -> dict[str, Any]:
-        termination = state.get("termination") or "agent_stop"
-        last = state["messages"][-1] if state["messages"] else {}
-        text = last.get("content", "") if last.get("role") == "assistant" else ""
+    # Nodes and routers are coroutines on purpose: LangGraph runs sync ones in a thread pool, which
+    # costs more than the work they do.
+    async def finish(state: AgentState) -> dict[str, Any]:
+        """Ends a turn that stopped early (step limit, errors) with its reason and last answer."""
+        termination = state["turn"].get("termination") or "max_steps"
+        last = next((m for m in reversed(state["messages"]) if m["role"] == "assistant"), {})
+        text = last.get("content", "")
         get_stream_writer()(FinalAnswer(text if isinstance(text, str) else "", termination))
-        return {"termination": termination}
+        return _with(state, termination=termination)
 
-    def after_model(state: AgentState) -> str:
-        if state.get("termination"):
+    async def after_model(state: AgentState) -> str:
+        termination = state["turn"].get("termination")
+        if termination == "agent_stop":
+            return "end"
+        if termination:
             return "finish"
-        last = state["messages"][-1]
-        return "tools" if last.get("role") == "assistant" and last.get("tool_calls") else "finish"
+        return "tools"
 
-    def after_tools(state: AgentState) -> str:
-        return "finish" if state.get("termination") else "model"
+    async def after_tools(state: AgentState) -> str:
+        return "finish" if state["turn"].get("termination") else "model"
 
     graph = StateGraph(AgentState)
-    graph.add_node("intervene", intervene)
     graph.add_node("mode", choose_mode)
     graph.add_node("model", call_model)
     graph.add_node("tools", run_tools)
     graph.add_node("finish", finish)
-    graph.add_edge(START, "intervene")
-    graph.add_edge("intervene", "mode")
+    # The intervention slot is a node only when interventions are configured: an empty slot would
+    # cost a checkpointed superstep per turn for nothing.
+    # Likewise the mode slot runs only when the mode is not known at turn start.
+    async def entry(state: AgentState) -> str:
+        return "model" if state["turn"].get("mode") else "mode"
+
+    if deps.interventions:
+        graph.add_node("intervene", intervene)
+        graph.add_edge(START, "intervene")
+        graph.add_conditional_edges("intervene", entry, {"mode": "mode", "model": "model"})
+    else:
+        graph.add_conditional_edges(START, entry, {"mode": "mode", "model": "model"})
     graph.add_edge("mode", "model")
-    graph.add_conditional_edges("model", after_model, {"tools": "tools", "finish": "finish"})
+    graph.add_conditional_edges("model", after_model, {"tools": "tools", "finish": "finish", "end": END})
     graph.add_conditional_edges("tools", after_tools, {"model": "model", "finish": "finish"})
     graph.add_edge("finish", END)
     return graph

@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 from langgraph.types import Command
 
 from agent.checkpoint import open_checkpointer
-from agent.events import ApprovalRequested, FinalAnswer, StreamEvent
-from agent.graph import GraphDeps, build_graph
+from agent.events import ApprovalRequested, FinalAnswer, ModeDecided, StreamEvent
+from agent.graph import GraphDeps, build_graph, new_turn
 from agent.hooks import FixedMode, Intervention, Mode, ModePolicy
 from agent.ledger import CostLedger, LedgerEntry, PriceTable
 from agent.messages import Message, ModelSettings, Usage
@@ -169,7 +169,7 @@ class Agent:
         *,
         mode: Mode | None = None,
         stream_tokens: bool = True,
-        _resume: Any = None,
+        resume: Any = None,
         _collect: RunResult | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Run one user turn and yield typed events as they happen.
@@ -182,50 +182,37 @@ class Agent:
             "configurable": {"thread_id": thread_id, "rein_mode": mode, "rein_stream_tokens": stream_tokens},
             "recursion_limit": 4 * self.deps.step_limits.agentic + 16,
         }
-        if _resume is not None:
-            inputs: Any = Command(resume=_resume)
+        if resume is not None:
+            inputs: Any = Command(resume=resume)
         elif message is None:
             inputs = None
         else:
-            inputs = {"messages": [m.model_dump() for m in _as_messages(message)]}
+            new = _as_messages(message)
+            if _collect is not None:
+                _collect.messages.extend(new)
+            known = mode or (self.deps.mode_policy.mode if isinstance(self.deps.mode_policy, FixedMode) else None)
+            inputs = {"messages": [m.model_dump() for m in new], "turn": new_turn()}
+            if known:
+                # A forced or fixed mode is decided here, sparing the graph a superstep.
+                decided = ModeDecided(known, "forced" if mode else "fixed")
+                inputs["turn"] = new_turn(known, decided.reason)
+                if _collect is not None:
+                    _collect.events.append(decided)
+                    _collect.mode = known
+                yield decided
         async for kind, chunk in graph.astream(inputs, config, stream_mode=["custom", "updates"]):
             if kind == "custom":
                 event = chunk
-            elif isinstance(chunk, dict) and "__interrupt__" in chunk:
+            elif "__interrupt__" in chunk:
                 value = chunk["__interrupt__"][0].value
                 event = ApprovalRequested(calls=list(value.get("calls", [])))
             else:
+                if _collect is not None:
+                    _absorb(_collect, chunk)
                 continue
             if _collect is not None:
                 _collect.events.append(event)
             yield event
-        if _collect is not None:
-            await self._fill_result(graph, config, _collect)
-
-    async def _fill_result(self, graph: Any, config: dict[str, Any], result: RunResult) -> None:
-        snapshot = await graph.aget_state(config)
-        values = snapshot.values
-        start = values.get("run_start", 0)
-        result.messages = [Message.model_validate(m) for m in values.get("messages", [])[start:]]
-        result.mode = values.get("mode")
-        result.error = values.get("error")
-        turn = values.get("turn", 0)
-        result.interventions = [r for r in values.get("interventions", []) if r.get("turn") == turn]
-        result.ledger = CostLedger(entries=[LedgerEntry.model_validate(e) for e in _turn_ledger(values)])
-        approvals = [e for e in result.events if isinstance(e, ApprovalRequested)]
-        if snapshot.next and approvals:
-            result.termination = "interrupted"
-            result.pending_approval = approvals[-1].calls
-        elif snapshot.next:
-            result.termination = "interrupted"
-        else:
-            result.termination = values.get("termination") or "agent_stop"
-        finals = [e for e in result.events if isinstance(e, FinalAnswer)]
-        if finals:
-            result.output = finals[-1].text
-        else:
-            last = next((m for m in reversed(result.messages) if m.role == "assistant"), None)
-            result.output = last.text if last else ""
 
     async def ainvoke(
         self,
@@ -239,14 +226,14 @@ class Agent:
         result = _empty_result(thread_id)
         async for _ in self.astream(message, thread_id, mode=mode, stream_tokens=False, _collect=result):
             pass
-        return result
+        return _finish(result)
 
     async def aresume(self, thread_id: str, decision: Any = True) -> RunResult:
         """Continue a turn paused for approval: True/False, or {call_id: bool | {approved, reason}}."""
         result = _empty_result(thread_id)
-        async for _ in self.astream(None, thread_id, stream_tokens=False, _resume=decision, _collect=result):
+        async for _ in self.astream(None, thread_id, stream_tokens=False, resume=decision, _collect=result):
             pass
-        return result
+        return _finish(result)
 
     async def acontinue(self, thread_id: str) -> RunResult:
         """Continue a thread from its last checkpoint, e.g. after the process died mid-turn."""
@@ -300,12 +287,32 @@ def _empty_result(thread_id: str) -> RunResult:
     return RunResult(thread_id=thread_id, output="", termination="agent_stop", messages=[], ledger=CostLedger())
 
 
-def _turn_ledger(values: dict[str, Any]) -> list[dict[str, Any]]:
-    # The ledger is thread-wide; this turn's share is what was booked since the turn began, which
-    # the state marks by the ledger length at the intervene node (stored alongside run_start).
-    entries = values.get("ledger", [])
-    start = values.get("ledger_start")
-    return entries[start:] if isinstance(start, int) else entries
+def _absorb(result: RunResult, updates: dict[str, Any]) -> None:
+    """Fold one superstep's node updates into the run result (no extra checkpoint read)."""
+    for update in updates.values():
+        if not isinstance(update, dict):
+            continue
+        result.messages.extend(Message.model_validate(m) for m in update.get("messages") or ())
+        result.ledger.entries.extend(LedgerEntry.model_validate(e) for e in update.get("ledger") or ())
+        result.interventions.extend(update.get("interventions") or ())
+        turn = update.get("turn") or {}
+        if turn.get("mode"):
+            result.mode = turn["mode"]
+        if turn.get("error"):
+            result.error = turn["error"]
+        if turn.get("termination"):
+            result.termination = turn["termination"]
+
+
+def _finish(result: RunResult) -> RunResult:
+    approvals = [e for e in result.events if isinstance(e, ApprovalRequested)]
+    finals = [e for e in result.events if isinstance(e, FinalAnswer)]
+    if finals:
+        result.output = finals[-1].text
+    elif approvals:
+        result.termination = "interrupted"
+        result.pending_approval = approvals[-1].calls
+    return result
 
 
 class _Portal:

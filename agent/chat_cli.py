@@ -1,0 +1,149 @@
+"""`rein chat`: a terminal chat with an agent, streaming tokens, with approvals and persistent threads."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import uuid
+from typing import Any, TextIO
+
+HELP = "commands: /new (new thread), /history, /thread, /exit"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `rein chat`."""
+    add_agent_arguments(parser)
+    parser.add_argument("--thread", help="thread id to continue (default: a new thread)")
+    parser.add_argument("--message", "-m", action="append", help="send this message and exit (repeatable)")
+
+
+def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
+    """Agent options shared by commands that build one agent."""
+    parser.add_argument("--spec", help="agent spec file (YAML or JSON); other options override it")
+    parser.add_argument("--model", help="model name: local:qwen2.5-coder-0.5b (default), openai:NAME, echo")
+    parser.add_argument("--base-url", help="OpenAI-compatible endpoint for openai:NAME models")
+    parser.add_argument("--api-key", help="API key for the endpoint (default: $OPENAI_API_KEY)")
+    parser.add_argument("--tools", nargs="*", help="toolkits to give the agent (default: builtin)")
+    parser.add_argument("--system", help="system prompt")
+    parser.add_argument("--intervention", action="append", help="intervention by name (rein, npi, self-refine)")
+    parser.add_argument("--mode", help="instant, reasoning, agentic (default) or a router: self, offline, cost")
+    parser.add_argument("--db", help="threads database: a .sqlite path, memory, or postgres://…")
+
+
+def build_agent_from_args(args: argparse.Namespace, default_tools: list[str] | None = None) -> Any:
+    """An Agent from a spec and/or command-line options."""
+    from agent.spec import AgentSpec, build_agent, load_spec
+
+    spec = load_spec(args.spec)[0] if args.spec else AgentSpec(tools=default_tools or ["builtin"])
+    updates: dict[str, Any] = {}
+    if args.model:
+        updates["model"] = args.model
+    options = dict(spec.model_options)
+    if args.base_url:
+        options["base_url"] = args.base_url
+    if args.api_key:
+        options["api_key"] = args.api_key
+    updates["model_options"] = options
+    if args.tools is not None:
+        updates["tools"] = args.tools
+    if args.system is not None:
+        updates["system_prompt"] = args.system
+    if args.intervention:
+        updates["interventions"] = args.intervention
+    if args.mode:
+        updates["mode"] = args.mode
+    if args.db:
+        updates["checkpointer"] = args.db if args.db in ("memory", "sqlite") or "://" in args.db else f"sqlite:{args.db}"
+    return build_agent(spec.model_copy(update=updates))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the chat loop."""
+    agent = build_agent_from_args(args)
+    return asyncio.run(chat(agent, args.thread, args.message, sys.stdin, sys.stdout))
+
+
+async def chat(agent: Any, thread: str | None, messages: list[str] | None, stdin: TextIO, out: TextIO) -> int:
+    """Read user lines, stream the agent's answers; approvals are asked inline."""
+    thread = thread or uuid.uuid4().hex[:12]
+    interactive = messages is None and stdin.isatty()
+    if interactive:
+        out.write(f"rein chat · model {agent.model.name} · thread {thread}\n{HELP}\n")
+    queue = list(messages or [])
+    try:
+        while True:
+            if messages is not None:
+                if not queue:
+                    break
+                line = queue.pop(0)
+            else:
+                if interactive:
+                    out.write("\nyou> ")
+                    out.flush()
+                line = await asyncio.to_thread(stdin.readline)
+                if not line:
+                    break
+                line = line.strip()
+            if not line:
+                continue
+            if line in ("/exit", "/quit"):
+                break
+            if line == "/new":
+                thread = uuid.uuid4().hex[:12]
+                out.write(f"new thread {thread}\n")
+                continue
+            if line == "/thread":
+                out.write(f"{thread}\n")
+                continue
+            if line == "/history":
+                for m in await agent.ahistory(thread):
+                    out.write(f"[{m.role}] {m.text or (m.tool_calls and m.tool_calls[0].name) or ''}\n")
+                continue
+            await _turn(agent, line, thread, stdin, out, interactive)
+    finally:
+        await agent.aclose()
+    return 0
+
+
+async def _turn(agent: Any, text: str | None, thread: str, stdin: TextIO, out: TextIO, interactive: bool) -> None:
+    from agent.events import (
+        ApprovalRequested,
+        FinalAnswer,
+        InterventionApplied,
+        TokenDelta,
+        ToolCallEvent,
+        ToolResultEvent,
+    )
+
+    out.write("agent> ")
+    out.flush()
+    resume: Any = None
+    while True:
+        pending: ApprovalRequested | None = None
+        stream = agent.astream(text, thread, resume=resume) if resume is not None else agent.astream(text, thread)
+        async for event in stream:
+            if isinstance(event, TokenDelta):
+                out.write(event.text)
+                out.flush()
+            elif isinstance(event, ToolCallEvent):
+                out.write(f"\n  → {event.name}({event.arguments})")
+            elif isinstance(event, ToolResultEvent):
+                status = "error" if event.is_error else "ok"
+                out.write(f"\n  ← {event.name} [{status}] {event.content[:200]}\n")
+            elif isinstance(event, InterventionApplied) and event.activated:
+                out.write(f"\n  [{event.name}] {event.record.get('error_type', 'planted reasoning')}\n")
+            elif isinstance(event, ApprovalRequested):
+                pending = event
+            elif isinstance(event, FinalAnswer) and event.termination != "agent_stop":
+                out.write(f"\n  (turn ended: {event.termination})")
+        if pending is None:
+            out.write("\n")
+            return
+        decisions = {}
+        for c in pending.calls:
+            out.write(f"\n  approve {c['name']}({c['arguments']})? [y/N] ")
+            out.flush()
+            answer = (await asyncio.to_thread(stdin.readline)).strip().lower() if interactive else "n"
+            decisions[c["id"]] = answer in ("y", "yes")
+        text, resume = None, decisions

@@ -1,0 +1,187 @@
+"""The @tool decorator: schemas from signatures and docstrings, validation, execution."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel
+
+from tools import (
+    CallRequest,
+    Tool,
+    ToolArgumentError,
+    ToolError,
+    ToolExecutionError,
+    ToolKind,
+    Toolkit,
+    ToolRetryBudgetExceeded,
+    execute_calls,
+    load_toolkit,
+    tool,
+)
+from tools.builtin import evaluate_arithmetic
+
+
+class Address(BaseModel):
+    city: str
+    zip: str
+
+
+@tool(kind=ToolKind.WRITE)
+def ship(order_id: str, address: Address, speed: Literal["standard", "express"] = "standard") -> dict:
+    """Ship an order to an address.
+
+    Args:
+        order_id: The order's id, such as '#W123'.
+        address: Where to ship it.
+        speed: Delivery speed.
+    """
+    return {"order_id": order_id, "city": address.city, "speed": speed}
+
+
+def test_schema_from_signature_and_docstring() -> None:
+    schema = ship.openai_schema()
+    fn = schema["function"]
+    assert fn["name"] == "ship"
+    assert fn["description"] == "Ship an order to an address."
+    params = fn["parameters"]
+    assert params["required"] == ["order_id", "address"]
+    assert params["properties"]["order_id"] == {"type": "string", "description": "The order's id, such as '#W123'."}
+    assert params["properties"]["speed"]["enum"] == ["standard", "express"]
+    assert params["additionalProperties"] is False
+    assert ship.kind is ToolKind.WRITE
+
+
+def test_parse_arguments_validates_and_coerces() -> None:
+    args = ship.parse_arguments('{"order_id": "#W1", "address": {"city": "Oslo", "zip": "0150"}}')
+    assert isinstance(args["address"], Address)
+    assert args["speed"] == "standard"
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"address": {"city": "Oslo", "zip": "1"}}', "order_id: Field required"),
+        ('{"order_id": "#W1", "address": {"city": "Oslo"}}', "address.zip: Field required"),
+        ('{"order_id": "#W1", "address": {"city": "O", "zip": "1"}, "speed": "warp"}', "speed:"),
+        ('{"order_id": "#W1", "address": {"city": "O", "zip": "1"}, "extra": 1}', "extra: Extra inputs"),
+    ],
+)
+def test_invalid_arguments_carry_the_detail(raw: str, fragment: str) -> None:
+    with pytest.raises(ToolArgumentError) as info:
+        ship.parse_arguments(raw)
+    assert fragment in str(info.value)
+
+
+async def test_async_tool_and_timeout() -> None:
+    @tool(timeout_s=0.05)
+    async def slow(seconds: float) -> str:
+        """Sleep."""
+        await asyncio.sleep(seconds)
+        return "done"
+
+    [ok] = await execute_calls([CallRequest("1", "slow", '{"seconds": 0}')], {"slow": slow})
+    assert ok.content == "done" and not ok.is_error
+    [late] = await execute_calls([CallRequest("2", "slow", '{"seconds": 1}')], {"slow": slow})
+    assert late.is_error and late.error_kind == "timeout" and "timed out" in late.content
+
+
+async def test_every_call_is_answered_in_order() -> None:
+    calls = [
+        CallRequest("a", "ship", '{"order_id": "1", "address": {"city": "A", "zip": "1"}}'),
+        CallRequest("b", "nope", "{}"),
+        CallRequest("c", "ship", "{broken"),
+    ]
+    results = await execute_calls(calls, {"ship": ship})
+    assert [r.call_id for r in results] == ["a", "b", "c"]
+    assert not results[0].is_error
+    assert results[1].error_kind == "unknown_tool" and "available tools: ship" in results[1].content
+    assert results[2].error_kind == "arguments"
+
+
+async def test_reads_run_concurrently_and_writes_in_order() -> None:
+    log: list[str] = []
+
+    @tool(kind=ToolKind.READ)
+    async def read(name: str) -> str:
+        """Read."""
+        log.append(f"start {name}")
+        await asyncio.sleep(0.05)
+        log.append(f"end {name}")
+        return name
+
+    @tool(kind=ToolKind.WRITE)
+    def write(name: str) -> str:
+        """Write."""
+        log.append(f"write {name}")
+        return name
+
+    tools = {"read": read, "write": write}
+    calls = [
+        CallRequest("1", "write", '{"name": "w1"}'),
+        CallRequest("2", "read", '{"name": "r1"}'),
+        CallRequest("3", "read", '{"name": "r2"}'),
+        CallRequest("4", "write", '{"name": "w2"}'),
+    ]
+    started = asyncio.get_running_loop().time()
+    results = await execute_calls(calls, tools)
+    elapsed = asyncio.get_running_loop().time() - started
+    assert [r.content for r in results] == ["w1", "r1", "r2", "w2"]
+    assert log[:2] == ["start r1", "start r2"]  # both reads start before either ends
+    assert log[-2:] == ["write w1", "write w2"]
+    assert elapsed < 0.095  # two 50 ms reads overlapped
+
+
+async def test_retry_budget() -> None:
+    @tool(max_argument_retries=1)
+    def f(x: int) -> int:
+        """Identity."""
+        return x
+
+    counts: dict[str, int] = {}
+    [r] = await execute_calls([CallRequest("1", "f", '{"x": "nan"}')], {"f": f}, counts)
+    assert r.error_kind == "arguments" and counts == {"f": 1}
+    with pytest.raises(ToolRetryBudgetExceeded):
+        await execute_calls([CallRequest("2", "f", "{}")], {"f": f}, counts)
+
+
+async def test_execution_errors_return_or_raise() -> None:
+    @tool
+    def fails() -> str:
+        """Fail."""
+        raise KeyError("boom")
+
+    @tool
+    def refuses() -> str:
+        """Refuse on purpose."""
+        raise ToolError("Order not found")
+
+    [r] = await execute_calls([CallRequest("1", "fails", "{}")], {"fails": fails})
+    assert r.is_error and "KeyError" in r.content
+    [r] = await execute_calls([CallRequest("1", "refuses", "{}")], {"refuses": refuses})
+    assert r.content == "Error: Order not found"
+    strict = fails.with_options(on_error="raise")
+    with pytest.raises(ToolExecutionError):
+        await execute_calls([CallRequest("1", "fails", "{}")], {"fails": strict})
+
+
+def test_toolkit_and_registry() -> None:
+    kit = load_toolkit("builtin")
+    assert [t.name for t in kit] == ["think", "calculate"]
+    with pytest.raises(ValueError):
+        Toolkit([ship, ship])
+    with pytest.raises(KeyError, match="unknown toolkit"):
+        load_toolkit("nope")
+    merged = kit.merged(load_toolkit("recovery"))
+    assert "transfer_to_human_agents" in merged and isinstance(merged["think"], Tool)
+
+
+def test_calculate_is_safe() -> None:
+    assert evaluate_arithmetic("(2 + 3) * 4 / 2") == 10
+    for hostile in ["__import__('os')", "2 ** 10000", "[1][0]", "1/0"]:
+        with pytest.raises(ToolError):
+            evaluate_arithmetic(hostile)
