@@ -1,0 +1,88 @@
+"""`rein demo`: the offline main job on the embedded model (no keys, no network).
+
+It runs a short dialogue in which the embedded model uses a tool of the tau2 mock domain and the
+effect is checked on the domain's database, then the example scenario suite with its grades.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "scenarios" / "examples"
+DIALOGUE = "Hi, I am user_1. Please create a task titled 'Buy milk' with the description 'two litres'."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `rein demo`."""
+    parser.add_argument("--model", default=None, help="model name (default: the embedded local model)")
+    parser.add_argument("--skip-suite", action="store_true", help="only run the tool-use dialogue")
+    parser.add_argument("--out", default=None, help="folder for the suite's results.json and report.html")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo; exit status 1 if the dialogue or the suite failed to run."""
+    return asyncio.run(demo(args.model, args.skip_suite, args.out))
+
+
+async def demo(model_name: str | None, skip_suite: bool, out: str | None) -> int:
+    from agent.models import DEFAULT_MODEL, resolve_model
+
+    model = resolve_model(model_name or DEFAULT_MODEL)
+    print(f"rein demo · model {model.name} (offline)\n")
+    ok = await tool_dialogue(model)
+    if not skip_suite:
+        ok = await example_suite(model_name or DEFAULT_MODEL, out) and ok
+    return 0 if ok else 1
+
+
+async def tool_dialogue(model: Any) -> bool:
+    """One user turn on the mock domain; the agent should call create_task."""
+    from agent.events import FinalAnswer, TokenDelta, ToolCallEvent, ToolResultEvent
+    from agent.runtime import Agent
+    from scenarios.domains import domain_policy, load_domain
+
+    env = load_domain("mock")
+    before = json.loads(json.dumps(env.db["tasks"]))
+    agent = Agent(model, env.agent_toolkit(), domain_policy("mock"), checkpointer="memory")
+    print("1) A dialogue with a tool (tau2 mock domain)")
+    print(f"   user  > {DIALOGUE}")
+    started = time.perf_counter()
+    print("   agent > ", end="", flush=True)
+    final = None
+    async for event in agent.astream(DIALOGUE, "demo"):
+        if isinstance(event, TokenDelta):
+            print(event.text, end="", flush=True)
+        elif isinstance(event, ToolCallEvent):
+            print(f"\n   tool call   → {event.name}({event.arguments})", flush=True)
+        elif isinstance(event, ToolResultEvent):
+            status = "error" if event.is_error else "ok"
+            print(f"   tool result ← [{status}] {event.content[:160]}\n   agent > ", end="", flush=True)
+        elif isinstance(event, FinalAnswer):
+            final = event
+    await agent.aclose()
+    elapsed = time.perf_counter() - started
+    created = {k: v for k, v in env.db["tasks"].items() if k not in before}
+    print(f"\n   ({elapsed:.1f}s, turn ended: {final.termination if final else 'unknown'})")
+    if created:
+        for task in created.values():
+            print(f"   DB check: new task {task['task_id']} {task['title']!r} for the user — the tool call took effect.")
+    else:
+        print("   DB check: no task was created — the model did not complete the tool call this time.")
+    print()
+    return final is not None and final.termination != "model_error"
+
+
+async def example_suite(model_name: str, out: str | None) -> bool:
+    """The scripted example scenarios, run and graded."""
+    try:
+        from scenarios.runner import run_suite_for_demo
+    except ImportError:
+        print("2) Example scenarios: not available in this build")
+        return True
+    print(f"2) Example scenario suite ({EXAMPLES.relative_to(EXAMPLES.parents[1])})")
+    return bool(await run_suite_for_demo(EXAMPLES, model_name, out))
