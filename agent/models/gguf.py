@@ -246,6 +246,7 @@ def assemble(
         tmp = Path(tmp_name)
         try:
             digest = hashlib.sha256()
+            os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared cache from other users
             with os.fdopen(fd, "wb") as out:
                 for part in parts:
                     with Path(part).open("rb") as src:

@@ -1,0 +1,168 @@
+"""Prompt and grammar for one request to the embedded model, and the parse of its output.
+
+The history is rewritten into plain system/user/assistant turns that any chat template renders:
+tool results become user turns, and, when tools are offered, the assistant's past turns are shown
+in the same JSON shape the grammar makes it write, so the model sees its own format in context.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agent.messages import FinishReason, Message, ModelRequest, ModelResponse, Usage
+from agent.models.tool_grammar import (
+    decision_schema,
+    parameters_of,
+    schema_from_response_format,
+    tool_names,
+    tools_prompt,
+)
+from agent.models.toolcall_parse import AnswerStreamExtractor, parse_turn
+
+PlanMode = Literal["plain", "tools", "json"]
+_DEFAULT_SYSTEM = "You are a helpful assistant."
+_ANY_OBJECT: dict[str, Any] = {"type": "object"}
+
+
+@dataclass
+class Plan:
+    """How to prompt and constrain the model for one request."""
+
+    mode: PlanMode
+    """plain text, tool decision JSON, or structured JSON output."""
+    messages: list[dict[str, str]]
+    """Chat-template messages (system, user, assistant only)."""
+    grammar: str | None = None
+    """GBNF grammar constraining the output, if any."""
+    tool_names: list[str] = field(default_factory=list)
+    """Names of the offered tools (tools mode)."""
+
+
+@functools.lru_cache(maxsize=128)
+def _gbnf(schema_json: str) -> str:
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    return json_schema_to_gbnf(schema_json)
+
+
+def grammar_for(schema: dict[str, Any]) -> str:
+    """GBNF for a JSON schema, as llama.cpp's response_format builds it; ValueError if unsupported."""
+    try:
+        return _gbnf(json.dumps(schema, sort_keys=True))
+    except Exception as exc:  # the converter raises bare Exceptions and assertion errors
+        raise ValueError(f"cannot turn the JSON schema into a grammar: {exc}") from None
+
+
+def _argument_schemas(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per tool, its parameter schema, or any object when the grammar converter cannot take it."""
+    out: dict[str, dict[str, Any]] = {}
+    for tool, name in zip(tools, tool_names(tools), strict=True):
+        params = parameters_of(tool)
+        try:
+            grammar_for(params)
+            out[name] = params
+        except ValueError:
+            out[name] = _ANY_OBJECT
+    return out
+
+
+def _text_of(m: Message) -> str:
+    if isinstance(m.content, str):
+        return m.content
+    text = m.text
+    if any(p.get("type") not in ("text", None) for p in m.content):
+        text += "\n[an image was attached; this model cannot see images]"
+    return text
+
+
+def _calls_json(m: Message) -> str:
+    calls = [{"name": tc.name, "arguments": tc.parsed_arguments() or {}} for tc in m.tool_calls]
+    return json.dumps({"tool_calls": calls}, ensure_ascii=False)
+
+
+def _chat_messages(messages: list[Message], *, tools_mode: bool, system_extra: str) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
+    for m in messages:
+        if m.role == "tool":
+            label = "failed" if m.is_error else "returned"
+            entry = f"Tool {m.name or 'call'} {label}:\n{_text_of(m)}"
+            if out and out[-1]["role"] == "user" and out[-1].get("_tool") == "1":
+                out[-1]["content"] += f"\n\n{entry}"
+            else:
+                out.append({"role": "user", "content": entry, "_tool": "1"})
+        elif m.role == "assistant":
+            if m.tool_calls:
+                content = _calls_json(m)
+            elif tools_mode:
+                content = json.dumps({"answer": _text_of(m)}, ensure_ascii=False)
+            else:
+                content = _text_of(m)
+            out.append({"role": "assistant", "content": content})
+        else:
+            out.append({"role": m.role, "content": _text_of(m)})
+    for msg in out:
+        msg.pop("_tool", None)
+    if system_extra:
+        if out and out[0]["role"] == "system":
+            out[0]["content"] = f"{out[0]['content']}\n\n{system_extra}".strip()
+        else:
+            out.insert(0, {"role": "system", "content": f"{_DEFAULT_SYSTEM}\n\n{system_extra}"})
+    return out
+
+
+def build_plan(request: ModelRequest) -> Plan:
+    """The prompt messages and grammar for a request; ValueError for a schema llama.cpp cannot use."""
+    answer_schema = schema_from_response_format(request.response_format)
+    use_tools = bool(request.tools) and request.settings.tool_choice != "none"
+    if use_tools:
+        require = request.settings.tool_choice == "required"
+        schema = decision_schema(
+            request.tools,
+            require_tool=require,
+            answer_schema=answer_schema,
+            argument_schemas=_argument_schemas(request.tools),
+        )
+        extra = tools_prompt(request.tools, require_tool=require)
+        if answer_schema:
+            extra += f"\nThe answer must be JSON matching: {json.dumps(answer_schema, separators=(',', ':'))}"
+        return Plan(
+            mode="tools",
+            messages=_chat_messages(request.messages, tools_mode=True, system_extra=extra),
+            grammar=grammar_for(schema),
+            tool_names=tool_names(request.tools),
+        )
+    if answer_schema is not None:
+        extra = (
+            "Reply with one JSON object only, matching this schema: "
+            + json.dumps(answer_schema, separators=(",", ":"))
+        )
+        return Plan(
+            mode="json",
+            messages=_chat_messages(request.messages, tools_mode=False, system_extra=extra),
+            grammar=grammar_for(answer_schema),
+        )
+    return Plan(mode="plain", messages=_chat_messages(request.messages, tools_mode=False, system_extra=""))
+
+
+def parse_output(raw: str, plan: Plan, finish: str | None, usage: Usage, model: str) -> ModelResponse:
+    """The typed response for the model's raw output under a plan."""
+    reason: FinishReason = "length" if finish == "length" else "stop"
+    if plan.mode != "tools":
+        return ModelResponse(text=raw.strip(), usage=usage, finish_reason=reason, model=model)
+    turn = parse_turn(raw, plan.tool_names)
+    text = turn.text
+    if not turn.tool_calls and reason == "length":
+        # Cut off inside {"answer": "...": keep what was said rather than raw JSON.
+        extractor = AnswerStreamExtractor()
+        partial = extractor.feed(raw)
+        text = partial or text
+    return ModelResponse(
+        text=text,
+        tool_calls=turn.tool_calls,
+        usage=usage,
+        finish_reason="tool_calls" if turn.tool_calls else reason,
+        model=model,
+    )
