@@ -153,16 +153,14 @@ def replay_domain(
     db_path = _find(folder, "db.json")
     if db_path is None:
         raise ReplayError(f"{folder}: no db.json (or db.json.gz) in this directory")
-    data = read_json_file(db_path)
-    name = domain if domain is not None else detect_domain(data)
-    if name not in DOMAINS:
-        raise ReplayError(f"unknown domain {name!r}; known: {', '.join(DOMAINS)}")
-    db = _snapshot(name, data, "db", db_path)
+    if domain is not None and domain not in DOMAINS:
+        raise ReplayError(f"unknown domain {domain!r}; known: {', '.join(DOMAINS)}")
+    name, db = _load_db(db_path, domain, "db")
     user_db: Snapshot | None = None
     if domain_class(name).user_db_model is not None:
         user_path = _find(folder, "user_db.json")
         user_db = (
-            _snapshot(name, read_json_file(user_path), "user_db", user_path)
+            _load_db(user_path, name, "user_db")[1]
             if user_path is not None
             else bundled_snapshot(name, "user_db")
         )
@@ -197,10 +195,24 @@ def _find(folder: Path, name: str) -> Path | None:
     return None
 
 
-def _snapshot(domain: str, data: Any, which: str, path: Path) -> Snapshot:
-    try:
-        return canonical_snapshot(domain, data, which)
-    except DomainStateError as exc:
-        raise ReplayError(
-            f"{path}: not a valid {domain} {which.replace('_', ' ')}: {exc}"
-        ) from None
+def _load_db(path: Path, domain: str | None, which: str) -> tuple[str, Snapshot]:
+    """(domain, canonical snapshot) of a DB file; reused while the file is unchanged."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, domain, which)
+    cached = _LOADED.get(key)
+    if cached is None:
+        data = read_json_file(path)
+        name = domain if domain is not None else detect_domain(data)
+        try:
+            cached = (name, canonical_snapshot(name, data, which))
+        except DomainStateError as exc:
+            what = f"{name} {which.replace('_', ' ')}"
+            raise ReplayError(f"{path}: not a valid {what}: {exc}") from None
+        if len(_LOADED) >= 4:
+            _LOADED.pop(next(iter(_LOADED)))
+        _LOADED[key] = cached
+    return cached
+
+
+# Validating a large DB takes a few hundred milliseconds; replays of an unchanged file skip it.
+_LOADED: dict[tuple[Any, ...], tuple[str, Snapshot]] = {}

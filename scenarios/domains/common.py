@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections.abc import Iterable
 from typing import Any
@@ -17,6 +18,7 @@ TRANSFER_MESSAGE = "Transfer successful"
 _CALC_CHARS = frozenset("0123456789+-*/(). ")
 
 
+@functools.lru_cache(maxsize=65536)
 def fold(text: str) -> str:
     """Case- and accent-insensitive form of text: strip, NFD, drop combining marks, casefold."""
     decomposed = unicodedata.normalize("NFD", text.strip())

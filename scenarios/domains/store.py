@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,6 +43,7 @@ class Snapshot:
         """Table name → table (a dict of records) or, rarely, a plain JSON value; never mutate it."""
         self._entries: dict[str, dict[str, bytes]] = {}
         self._bodies: dict[str, bytes] = {}
+        self._sorted: dict[str, list[str]] = {}
         self._hash: str | None = None
 
     def entries(self, table: str) -> dict[str, bytes]:
@@ -52,6 +54,13 @@ class Snapshot:
             self._entries[table] = cached
         return cached
 
+    def sorted_keys(self, table: str) -> list[str]:
+        """The table's record keys in sorted order, computed once."""
+        cached = self._sorted.get(table)
+        if cached is None:
+            cached = self._sorted[table] = sorted(self.data[table])
+        return cached
+
     def body(self, table: str) -> bytes:
         """Canonical bytes of a whole table, computed once."""
         cached = self._bodies.get(table)
@@ -59,7 +68,7 @@ class Snapshot:
             value = self.data[table]
             if isinstance(value, dict):
                 entries = self.entries(table)
-                cached = b"{" + b",".join(entries[key] for key in sorted(entries)) + b"}"
+                cached = b"{" + b",".join([entries[key] for key in self.sorted_keys(table)]) + b"}"
             else:
                 cached = canonical_dumps(value).encode("utf-8")
             self._bodies[table] = cached
@@ -133,17 +142,19 @@ class TableStore:
                 digest.update(base.body(name))
             elif isinstance(value, dict) and isinstance(base_value, dict):
                 cached = base.entries(name)
+                keys = (
+                    base.sorted_keys(name) if value.keys() == base_value.keys() else sorted(value)
+                )
+                base_get = base_value.get
+                # Identity, not equality: a record the store owns is a different object.
+                parts = [
+                    cached[key]
+                    if base_get(key, _MISSING) is value[key]
+                    else _entry_bytes(key, value[key])
+                    for key in keys
+                ]
                 digest.update(b"{")
-                for j, key in enumerate(sorted(value)):
-                    rec = value[key]
-                    if j:
-                        digest.update(b",")
-                    # Identity, not equality: a record the store owns is a different object.
-                    digest.update(
-                        cached[key]
-                        if base_value.get(key, _MISSING) is rec
-                        else _entry_bytes(key, rec)
-                    )
+                digest.update(b",".join(parts))
                 digest.update(b"}")
             else:
                 digest.update(canonical_dumps(value).encode("utf-8"))
@@ -160,7 +171,12 @@ class TableStore:
             or len(value) != len(base_value)
         ):
             return False
-        return all(base_value.get(key, _MISSING) is rec for key, rec in value.items())
+        # Fast path in C: same order and same objects (true for a table nobody wrote to).
+        if all(map(operator.is_, value.values(), base_value.values())):
+            return value.keys() == base_value.keys()
+        return value.keys() == base_value.keys() and all(
+            base_value[key] is rec for key, rec in value.items()
+        )
 
 
 _MISSING = object()
