@@ -67,7 +67,10 @@ class DomainStateError(ValueError):
 class DomainEnvironment:
     """The DBs, tools and env functions of one domain for one episode.
 
-    Subclasses set the class attributes and mark methods with @domain_tool / @env_function.
+    Subclasses set the class attributes and mark methods with @domain_tool / @env_function; a
+    method's name is its tool name. Tool code reads records through `self.store.table(...)` and
+    changes them only through `self.store.writable(table, key)` or `self.store.put(...)`, because
+    unchanged records are shared with other episodes and with the cached canonical text.
     """
 
     name: ClassVar[str]

@@ -342,3 +342,36 @@ def test_message_history_replay_is_strict_about_recorded_outputs() -> None:
     assert "task_2" in lenient.db["tasks"]
     with pytest.raises(DomainStateError, match="expected the tool message answering 'c1'"):
         load_domain("mock").apply_initial_state({"message_history": history[:1]})
+
+
+def test_custom_databases_are_validated_and_canonicalised() -> None:
+    env = load_domain(
+        "mock",
+        db={"tasks": {"t": {"task_id": "t", "title": "x", "status": "pending"}}, "users": {}},
+    )
+    assert env.dump()["tasks"]["t"] == {
+        "task_id": "t",
+        "title": "x",
+        "description": None,
+        "status": "pending",
+    }
+    assert env.db_hash() == canonical_hash(env.dump())
+    with pytest.raises(DomainStateError, match=r"^db\.extra: Extra inputs are not permitted$"):
+        load_domain("mock", db={"tasks": {}, "users": {}, "extra": 1})
+    with pytest.raises(DomainStateError, match=r"^db\.users\.u\.tasks: Field required$"):
+        load_domain("mock", db={"tasks": {}, "users": {"u": {"user_id": "u", "name": "U"}}})
+    with pytest.raises(KeyError, match="unknown domain 'bank'"):
+        load_domain("bank")
+
+
+def test_custom_retail_prices_become_floats() -> None:
+    products = {
+        "p": {
+            "name": "Mug",
+            "product_id": "p",
+            "variants": {"i": {"item_id": "i", "options": {}, "available": True, "price": 10}},
+        }
+    }
+    env = load_domain("retail", db={"products": products, "users": {}, "orders": {}})
+    price = env.call("get_item_details", item_id="i")["price"]
+    assert price == 10.0 and isinstance(price, float)

@@ -147,3 +147,9 @@ def test_malformed_tasks_file_is_reported_with_field(
         "tasks.json: task #3 (id 'update_task_1'): user_scenario.instructions: Field required"
         in err
     )
+
+
+def test_domain_option_that_does_not_fit_the_db(capsys: pytest.CaptureFixture[str]) -> None:
+    folder = _shared("mock")
+    assert main(["replay", str(folder), "--domain", "retail"]) == 2
+    assert "db.json: not a valid retail db: db.products: Field required" in capsys.readouterr().err
