@@ -33,7 +33,10 @@ _LOCAL_KEY = "sk-no-key-required"
 
 
 def _names(request: ModelRequest) -> list[str]:
-    return tool_names(request.tools) if request.tools else []
+    """Tools whose calls may be recovered from text: none when calling tools is ruled out."""
+    if not request.tools or request.settings.tool_choice == "none":
+        return []
+    return tool_names(request.tools)
 
 
 class ModelAPIError(ModelError):

@@ -34,7 +34,8 @@ def to_openai_messages(messages: list[Message], *, send_reasoning: bool) -> list
     out: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "assistant":
-            msg: dict[str, Any] = {"role": "assistant", "content": m.content or None}
+            # An empty string rather than null: some servers (llama-cpp-python's) reject null.
+            msg: dict[str, Any] = {"role": "assistant", "content": m.content or ""}
             if m.tool_calls:
                 msg["tool_calls"] = [
                     {
@@ -44,8 +45,6 @@ def to_openai_messages(messages: list[Message], *, send_reasoning: bool) -> list
                     }
                     for tc in m.tool_calls
                 ]
-            elif msg["content"] is None:
-                msg["content"] = ""
             if send_reasoning and m.reasoning:
                 msg["reasoning_content"] = m.reasoning
             out.append(msg)
