@@ -123,5 +123,59 @@ def main() -> None:
         print("  ".join(f"{k}={v}" for k, v in row.items()))
 
 
+# ----- scenario runs (scenarios/runner.py) ------------------------------------------------
+
+
+def scenario_runs(repeat: int) -> list[dict[str, Any]]:
+    """Full scripted-model scenario runs per second through the batch runner (orchestrator, fresh
+    environment, agent graph, grading with the gold replay, runs.jsonl, results.json and the
+    report), at concurrency 1 and 4. Two suites: the bundled examples, and retail tasks whose
+    scripted agent plays the gold actions to a scripted user."""
+    import asyncio
+    import tempfile
+
+    from scenarios.format import Scenario
+    from scenarios.loading import collect_scenarios, load_scenarios
+    from scenarios.orchestrator import RunOptions, script_model
+    from scenarios.runner import run_batch
+
+    examples = collect_scenarios([Path(__file__).resolve().parents[1] / "scenarios" / "examples"])
+    retail = []
+    for task in load_scenarios(tasks_path("retail"))[:20]:
+        actions = task.evaluation.actions if task.evaluation and task.evaluation.actions else []
+        script = [{"call": {"name": a.name, "arguments": a.arguments}} for a in actions] + [{"say": "Done."}]
+        data = {**task.model_dump(), "user": {"turns": ["Hello"]}, "agent": {"script": script}}
+        retail.append(Scenario.model_validate(data))
+    suites = {"examples x8 trials": (examples, 8), "retail gold-scripted x2 trials": (retail, 2)}
+    rows = []
+    for suite, (scenarios, trials) in suites.items():
+        for concurrency in (1, 4):
+            best, last = float("inf"), None
+            for _ in range(repeat):
+                with tempfile.TemporaryDirectory() as out:
+                    started = time.perf_counter()
+                    last = asyncio.run(
+                        run_batch(scenarios, RunOptions(model=script_model), out, trials=trials,
+                                  concurrency=concurrency, progress=False)
+                    )
+                    best = min(best, time.perf_counter() - started)
+            assert last is not None
+            rows.append(
+                {
+                    "section": "scenarios",
+                    "suite": suite,
+                    "concurrency": concurrency,
+                    "runs": len(last.records),
+                    "seconds": round(best, 3),
+                    "runs_per_s": round(len(last.records) / best, 1),
+                    "success_rate": last.summary["success_rate"],
+                }
+            )
+    return rows
+
+
+SECTIONS["scenarios"] = scenario_runs
+
+
 if __name__ == "__main__":
     main()

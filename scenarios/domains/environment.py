@@ -249,7 +249,7 @@ class DomainEnvironment:
     def _invoke(self, method: str, arguments: dict[str, Any]) -> Any:
         fn = getattr(self, method)
         try:
-            inspect.signature(fn).bind(**arguments)
+            _signature(type(self), method).bind(self, **arguments)
         except TypeError as exc:
             raise ToolError(f"invalid arguments for {method}: {exc}") from None
         return json_clone(fn(**arguments))
@@ -283,6 +283,11 @@ def _returning_copies(fn: Callable[..., Any]) -> Callable[..., Any]:
         return json_clone(fn(**arguments))
 
     return call
+
+
+@functools.cache
+def _signature(cls: type[DomainEnvironment], method: str) -> inspect.Signature:
+    return inspect.signature(getattr(cls, method))
 
 
 @functools.cache
