@@ -29,12 +29,14 @@ Each turn, reply with one ```python block that uses these functions (no imports)
   observation(state)           picture of the arrangement; you see it after the step
   crop(img, [x1, y1, x2, y2])  region of a picture, coordinates from 0 to 1
   zoom(img, factor)            enlarge a picture (factor up to 4)
-  answer()                     submit when every piece is in place; this ends the puzzle
-Or reply with one JSON action: {{"action": "swap", "i": 0, "j": 1}} or {{"action": "answer"}}.
+  answer()                     submit; this ends the puzzle
+Models that do not write code may reply with one JSON action instead, such as
+{{"action": "swap", "i": 0, "j": 1}}.
 
-The edge hints score how well two labels fit: a low score for "right" means that piece belongs
-directly right of the other, a low score for "below" means directly below. You have {turns} turns;
-solving in fewer turns scores higher.
+How to solve: the edge hints give, for each piece label, the label that fits best to its right
+and below it (lower score = better fit). Move pieces with swap() until every seam in "worst
+seams now" scores below 0.3, and only then call answer(). Calling answer() early fails the
+puzzle. You have {turns} turns; solving in fewer turns scores higher.
 
 Example reply:
 ```python
@@ -160,8 +162,12 @@ async def run_llm_episode(env: JigsawEnv, model: Model | str | None = None,
     """Play the environment's current episode with a model (a Model or a name for resolve_model)."""
     resolved = resolve_model(model)
     loop = build_loop(env, resolved, config)
-    final = await loop.ainvoke({"turns": [], "usage": []},
-                               config={"recursion_limit": 4 * env.config.max_turns + 8})
+    try:
+        final = await loop.ainvoke({"turns": [], "usage": []},
+                                   config={"recursion_limit": 4 * env.config.max_turns + 8})
+    finally:
+        if not isinstance(model, Model):
+            await resolved.aclose()  # built here from a name, so released here
     usage = Usage()
     for item in final.get("usage") or []:
         usage = usage + Usage.model_validate(item)

@@ -115,11 +115,17 @@ def _run_llm(env: Any, args: argparse.Namespace) -> Any:
     from agent.models import ModelError, resolve_model
     from scenarios.jigsaw.agent import LLMAgentConfig, run_llm_episode
 
-    try:
-        model = resolve_model(args.model)
-    except (ModelError, ImportError, FileNotFoundError, ValueError) as exc:
-        raise UserFacingError(f"cannot load model {args.model or 'local (default)'}: {exc}") from None
-    return asyncio.run(run_llm_episode(env, model, LLMAgentConfig(vision=args.vision)))
+    async def play() -> Any:
+        try:
+            model = resolve_model(args.model)
+        except (ModelError, ImportError, FileNotFoundError, ValueError) as exc:
+            raise UserFacingError(f"cannot load model {args.model or 'local (default)'}: {exc}") from None
+        try:
+            return await run_llm_episode(env, model, LLMAgentConfig(vision=args.vision))
+        finally:
+            await model.aclose()
+
+    return asyncio.run(play())
 
 
 def _show_level(level: int | None) -> str:
