@@ -144,7 +144,9 @@ def scenario_runs(repeat: int) -> list[dict[str, Any]]:
     for task in load_scenarios(tasks_path("retail"))[:20]:
         actions = task.evaluation.actions if task.evaluation and task.evaluation.actions else []
         script = [{"call": {"name": a.name, "arguments": a.arguments}} for a in actions] + [{"say": "Done."}]
-        data = {**task.model_dump(), "user": {"turns": ["Hello"]}, "agent": {"script": script}}
+        # One user turn holds the whole gold trajectory, so the turn's step cap must fit it.
+        agent = {"script": script, "step_limit": len(script) + 1}
+        data = {**task.model_dump(), "user": {"turns": ["Hello"]}, "agent": agent}
         retail.append(Scenario.model_validate(data))
     suites = {"examples x8 trials": (examples, 8), "retail gold-scripted x2 trials": (retail, 2)}
     rows = []
