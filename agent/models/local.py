@@ -10,6 +10,7 @@ used by one thread at a time, since a llama.cpp context is not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import threading
@@ -44,6 +45,22 @@ class LoadedModel:
 
 _LOADED: dict[tuple[str, int, int], LoadedModel] = {}
 _LOADED_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_all() -> None:
+    # Freed explicitly while the interpreter is intact: llama.cpp's finalizers fail noisily when
+    # they run during interpreter teardown.
+    with _LOADED_LOCK:
+        for loaded in _LOADED.values():
+            if not loaded.lock.acquire(timeout=5):  # still generating: leave it to the OS
+                continue
+            try:
+                with contextlib.suppress(Exception):
+                    loaded.llama.close()
+            finally:
+                loaded.lock.release()
+        _LOADED.clear()
 
 
 def default_threads() -> int:

@@ -56,16 +56,41 @@ def grammar_for(schema: dict[str, Any]) -> str:
         raise ValueError(f"cannot turn the JSON schema into a grammar: {exc}") from None
 
 
+_LOOSE_KEYS = ("pattern", "format", "not", "if", "then", "else", "dependentSchemas")
+
+
+def _loosen(schema: Any) -> Any:
+    """The schema without the keywords llama.cpp's converter is pickiest about (regex patterns...)."""
+    if isinstance(schema, dict):
+        out: dict[str, Any] = {}
+        for key, value in schema.items():
+            if key == "properties" and isinstance(value, dict):  # names here are data, not keywords
+                out[key] = {name: _loosen(sub) for name, sub in value.items()}
+            elif key not in _LOOSE_KEYS:
+                out[key] = _loosen(value)
+        return out
+    if isinstance(schema, list):
+        return [_loosen(v) for v in schema]
+    return schema
+
+
 def _argument_schemas(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per tool, its parameter schema, or any object when the grammar converter cannot take it."""
+    """Per tool, the strictest arguments schema the grammar converter accepts.
+
+    Its own schema; else that schema without patterns and formats; else any object. The tool
+    layer still validates arguments against the full schema and reports errors to the model.
+    """
     out: dict[str, dict[str, Any]] = {}
     for tool, name in zip(tools, tool_names(tools), strict=True):
         params = parameters_of(tool)
-        try:
-            grammar_for(params)
-            out[name] = params
-        except ValueError:
-            out[name] = _ANY_OBJECT
+        out[name] = _ANY_OBJECT
+        for candidate in (params, _loosen(params)):
+            try:
+                grammar_for(candidate)
+            except ValueError:
+                continue
+            out[name] = candidate
+            break
     return out
 
 

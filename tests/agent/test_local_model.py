@@ -1,0 +1,125 @@
+"""The embedded Qwen2.5-Coder-0.5B model end to end: answers, tool calls, streaming, structure."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.messages import Message, ModelRequest, ModelResponse, ModelSettings
+from agent.models import resolve_model
+from agent.models.base import ModelError, TextDelta
+from agent.models.gguf import ModelFileError
+from agent.models.local import LocalModel
+from tools.tool import tool
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Get the current weather for a city.
+
+    Args:
+        city: Name of the city.
+    """
+    return f"Sunny in {city}"
+
+
+WEATHER = [get_weather.openai_schema()]
+
+
+@pytest.fixture(scope="module")
+def model() -> LocalModel:
+    return LocalModel(n_ctx=2048)
+
+
+def settings(max_tokens: int) -> ModelSettings:
+    return ModelSettings(max_tokens=max_tokens)
+
+
+@pytest.mark.slow
+async def test_answers_a_question(model: LocalModel) -> None:
+    request = ModelRequest(
+        messages=[Message.user("What is the capital of France? Answer in one word.")], settings=settings(8)
+    )
+    response = await model.complete(request)
+    assert "paris" in response.text.lower()
+    assert response.finish_reason in ("stop", "length") and not response.tool_calls
+    assert response.usage.input_tokens > 10 and 1 <= response.usage.output_tokens <= 8
+    assert response.model == "local:qwen2.5-coder-0.5b"
+
+
+@pytest.mark.slow
+async def test_calls_a_tool_then_answers_from_its_result(model: LocalModel) -> None:
+    history = [Message.user("What's the weather in Paris? Use the tool.")]
+    first = await model.complete(ModelRequest(messages=history, tools=WEATHER, settings=settings(40)))
+    assert first.finish_reason == "tool_calls" and first.text == ""
+    (call,) = first.tool_calls
+    assert call.name == "get_weather"
+    assert call.parsed_arguments() == {"city": "Paris"}
+
+    history += [first.to_message(), Message.tool(call.id, call.name, "Sunny, 24 degrees Celsius")]
+    items = [i async for i in model.stream(ModelRequest(messages=history, tools=WEATHER, settings=settings(40)))]
+    final = items[-1]
+    assert isinstance(final, ModelResponse)
+    deltas = [i.text for i in items if isinstance(i, TextDelta)]
+    assert final.text and not final.tool_calls
+    assert "".join(deltas) == final.text  # the answer streamed out of the constrained JSON
+    assert len(deltas) >= 2
+    assert "24" in final.text or "sunny" in final.text.lower()
+
+
+@pytest.mark.slow
+async def test_structured_output_follows_the_schema(model: LocalModel) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+        "required": ["city", "country"],
+    }
+    request = ModelRequest(
+        messages=[Message.user("In which city and country is the Eiffel Tower?")],
+        response_format={"type": "json_schema", "json_schema": {"name": "place", "schema": schema}},
+        settings=settings(40),
+    )
+    data = json.loads((await model.complete(request)).text)
+    assert set(data) == {"city", "country"} and "paris" in data["city"].lower()
+
+
+@pytest.mark.slow
+async def test_one_load_per_process_and_concurrent_calls_are_serialised(model: LocalModel) -> None:
+    other = resolve_model("local:qwen2.5-coder-0.5b", n_ctx=2048)
+    assert isinstance(other, LocalModel)
+    assert other.load() is model.load()
+    ask = ModelRequest(messages=[Message.user("Say hello.")], settings=settings(3))
+    a, b = await asyncio.gather(model.complete(ask), other.complete(ask))
+    assert a.text and a.text == b.text  # greedy and seeded: same answer
+
+
+@pytest.mark.slow
+async def test_closing_a_stream_stops_generation(model: LocalModel) -> None:
+    long = ModelRequest(messages=[Message.user("Write a very long story about a dragon.")], settings=settings(400))
+    stream = model.stream(long)
+    seen = 0
+    async for item in stream:
+        seen += isinstance(item, TextDelta)
+        if seen == 3:
+            break
+    await stream.aclose()
+    started = time.perf_counter()
+    quick = await model.complete(ModelRequest(messages=[Message.user("Say yes.")], settings=settings(2)))
+    # Had the abandoned generation run on to 400 tokens, this call would wait for all of it.
+    assert quick.usage.output_tokens <= 2 and time.perf_counter() - started < 15
+
+
+@pytest.mark.slow
+async def test_a_conversation_longer_than_the_context_is_a_clear_error(model: LocalModel) -> None:
+    huge = ModelRequest(messages=[Message.user("word " * 2500)], settings=settings(4))
+    with pytest.raises(ModelError, match="too long for the context window of 2048"):
+        await model.complete(huge)
+
+
+async def test_missing_model_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelFileError, match="does not exist"):
+        await LocalModel(model_path=tmp_path / "nope.gguf").complete(ModelRequest(messages=[Message.user("x")]))
