@@ -149,6 +149,7 @@ def _write_stamp(path: Path, sha256: str) -> None:
     target = _stamp_path(path)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o644)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(stamp, f)
         os.replace(tmp, target)

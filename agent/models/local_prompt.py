@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent.messages import FinishReason, Message, ModelRequest, ModelResponse, Usage
+from agent.messages import FinishReason, Message, ModelRequest, ModelResponse, ToolCall, Usage
 from agent.models.tool_grammar import (
     decision_schema,
     parameters_of,
@@ -51,7 +51,8 @@ def _gbnf(schema_json: str) -> str:
 def grammar_for(schema: dict[str, Any]) -> str:
     """GBNF for a JSON schema, as llama.cpp's response_format builds it; ValueError if unsupported."""
     try:
-        return _gbnf(json.dumps(schema, sort_keys=True))
+        # Not sort_keys: property order is the order the grammar makes the model write them in.
+        return _gbnf(json.dumps(schema))
     except Exception as exc:  # the converter raises bare Exceptions and assertion errors
         raise ValueError(f"cannot turn the JSON schema into a grammar: {exc}") from None
 
@@ -179,6 +180,13 @@ def parse_output(raw: str, plan: Plan, finish: str | None, usage: Usage, model: 
         return ModelResponse(text=raw.strip(), usage=usage, finish_reason=reason, model=model)
     turn = parse_turn(raw, plan.tool_names)
     text = turn.text
+    # Tiny models under a grammar tend to repeat a call verbatim until cut off; one is meant.
+    unique: dict[tuple[str, str], ToolCall] = {}
+    for call in turn.tool_calls:
+        args = call.parsed_arguments()
+        key = (call.name, json.dumps(args, sort_keys=True) if args is not None else call.arguments)
+        unique.setdefault(key, call)
+    turn.tool_calls = list(unique.values())
     if not turn.tool_calls and reason == "length":
         # Cut off inside {"answer": "...": keep what was said rather than raw JSON.
         extractor = AnswerStreamExtractor()

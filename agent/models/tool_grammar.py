@@ -97,7 +97,7 @@ def decision_schema(
     item = call_variants[0] if len(call_variants) == 1 else {"oneOf": call_variants}
     calls_branch = {
         "type": "object",
-        "properties": {"tool_calls": {"type": "array", "items": item, "minItems": 1, "maxItems": 8}},
+        "properties": {"tool_calls": {"type": "array", "items": item, "minItems": 1, "maxItems": 4}},
         "required": ["tool_calls"],
         "additionalProperties": False,
     }

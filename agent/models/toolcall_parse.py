@@ -109,7 +109,33 @@ def parse_turn(text: str, tool_names: Collection[str] = ()) -> ParsedTurn:
         calls = [_call_from(v) for v in value]
         if all(c is not None and c.name in tool_names for c in calls):
             return ParsedTurn("", [c for c in calls if c is not None])
+    if value is None and (salvaged := salvage_calls(text)):
+        return ParsedTurn("", salvaged)
     return ParsedTurn(text.strip())
+
+
+_CALLS_ARRAY = re.compile(r'"tool_calls"\s*:\s*\[')
+
+
+def salvage_calls(text: str) -> list[ToolCall]:
+    """The complete call objects at the start of a `"tool_calls": [` array that was cut off."""
+    match = _CALLS_ARRAY.search(text)
+    if not match:
+        return []
+    decoder = json.JSONDecoder()
+    calls: list[ToolCall] = []
+    pos = match.end()
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            return calls
+        call = _call_from(value)
+        if call is None:
+            return calls
+        calls.append(call)
 
 
 def parse_tagged_calls(text: str) -> ParsedTurn | None:

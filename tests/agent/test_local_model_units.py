@@ -65,6 +65,14 @@ def test_lenient_parse(raw: str, text: str, calls: list[tuple[str, dict]]) -> No
     assert [(c.name, c.parsed_arguments()) for c in turn.tool_calls] == calls
 
 
+def test_calls_are_salvaged_from_a_cut_off_array_and_repeats_dropped() -> None:
+    raw = '{ "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "get_w'
+    assert [c.parsed_arguments() for c in parse_turn(raw, NAMES).tool_calls] == [{"city": "Paris"}] * 2
+    plan = build_plan(ModelRequest(messages=[Message.user("x")], tools=TOOLS))
+    response = parse_output(raw, plan, "length", Usage(), "local:t")
+    assert response.finish_reason == "tool_calls" and len(response.tool_calls) == 1
+
+
 def test_invalid_argument_json_is_kept_for_the_tool_layer_to_report() -> None:
     turn = parse_turn('{"tool_calls": [{"name": "get_time", "arguments": "{zone: UTC"}]}', NAMES)
     assert turn.tool_calls[0].arguments == "{zone: UTC" and turn.tool_calls[0].parsed_arguments() is None
