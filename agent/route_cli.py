@@ -1,0 +1,131 @@
+"""`rein route`: choose a mode for a query, or score a router on a labelled file.
+
+    rein route "What is 15% of 240?" [--router offline|self|cost] [--json]
+    rein route eval --data FILE [--router offline|self|cost] [--json]
+
+FILE is JSON Lines with `query` and `mode` on each line (the layout of shared/data/routing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from agent.errors import UserFacingError
+
+ROUTERS = ("offline", "self", "cost")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (parser.description or "") + (
+        ". Usage: rein route \"QUERY\" | rein route eval --data FILE"
+    )
+    parser.add_argument("words", nargs="*", metavar="QUERY", help='the query (quote it), or "eval" to score a router')
+    parser.add_argument("--router", choices=ROUTERS, default="offline", help="router to use (default: offline)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--data", type=Path, help="eval: JSONL file with query and mode fields")
+    parser.add_argument("--limit", type=int, help="eval: only the first N queries")
+    parser.add_argument("--errors", action="store_true", help="eval: also list the misrouted queries")
+    parser.add_argument("--model", default=None, help="self router: model that classifies (default: the embedded model)")
+    parser.add_argument("--threshold", type=float, default=0.8, help="cost router: success threshold (default 0.8)")
+    parser.add_argument("--weights", type=Path, default=None, help="offline/cost router: weights file (default: shipped)")
+
+
+def _build(args: argparse.Namespace) -> Any:
+    from agent.routing import CostAwareRouter, OfflineRouter, SelfRouter
+
+    if args.router == "offline":
+        return OfflineRouter(args.weights)
+    if args.router == "cost":
+        try:
+            return CostAwareRouter(threshold=args.threshold, weights=args.weights)
+        except ValueError as exc:
+            raise UserFacingError(str(exc)) from None
+    from agent.models import resolve_model
+
+    return SelfRouter(model=resolve_model(args.model))
+
+
+async def _route_all(router: Any, queries: list[str], kind: str) -> list[dict[str, Any]]:
+    from agent.hooks import MODES
+
+    if kind in ("offline", "cost"):
+        offline = router if kind == "offline" else router._router()
+        proba = offline.predict_proba(queries)
+        out = []
+        for row in proba:
+            needs = {m: round(float(p), 4) for m, p in zip(MODES, row, strict=True)}
+            decision = router.choose(needs) if kind == "cost" else None
+            mode = decision.mode if decision else max(MODES, key=lambda m: needs[m])
+            out.append({"mode": mode, "scores": decision.scores if decision else needs})
+        return out
+    results = []
+    for q in queries:
+        decision = await router.route(q)
+        results.append({"mode": decision.mode, "scores": decision.scores, "reason": decision.reason})
+    return results
+
+
+def _run_eval(args: argparse.Namespace) -> int:
+    from agent.routing.evaluate import format_report, load_labeled, score_routes
+
+    if args.data is None:
+        raise UserFacingError("route eval needs --data FILE (JSONL with query and mode fields)")
+    if args.limit is not None and args.limit < 1:
+        raise UserFacingError("--limit must be at least 1")
+    rows = load_labeled(args.data)[: args.limit]
+    router = _build(args)
+    routed = asyncio.run(_route_all(router, [r.query for r in rows], args.router))
+    report = score_routes([r.mode for r in rows], [r["mode"] for r in routed])
+    misrouted = [
+        {"query": row.query, "gold": row.mode, "routed": r["mode"], "scores": r["scores"]}
+        for row, r in zip(rows, routed, strict=True)
+        if row.mode != r["mode"]
+    ]
+    if args.json:
+        out: dict[str, Any] = {"router": args.router, "data": str(args.data), **report.as_dict()}
+        if args.errors:
+            out["misrouted"] = misrouted
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"router {args.router} on {args.data}")
+        print(format_report(report))
+        if args.errors:
+            print("\nmisrouted:")
+            for m in misrouted:
+                print(f"  {m['gold']:>9} -> {m['routed']:<9} {m['query'][:100]}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    words = list(args.words)
+    if words[:1] == ["eval"] and len(words) == 1:
+        return _run_eval(args)
+    if args.data is not None:
+        raise UserFacingError('--data is for `rein route eval`; to route a query, pass it in quotes')
+    query = " ".join(words).strip()
+    if not query:
+        raise UserFacingError('give a query: rein route "QUERY" (or: rein route eval --data FILE)')
+    router = _build(args)
+    if args.router == "cost":
+        out: dict[str, Any] = {"query": query, "router": "cost", **router.details(query)}
+    else:
+        decision = asyncio.run(router.route(query))
+        out = {"query": query, "router": args.router, "mode": decision.mode, "reason": decision.reason,
+               "scores": decision.scores}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"mode: {out['mode']}")
+    print(f"router: {args.router} ({out['reason']})")
+    scores = out.get("needs") or out.get("scores") or {}
+    if scores:
+        label = "needs" if "needs" in out else "scores"
+        print(f"{label}: " + "  ".join(f"{m} {v:.3f}" for m, v in scores.items()))
+    if "predicted_success" in out:
+        print("predicted success: " + "  ".join(f"{m} {v:.3f}" for m, v in out["predicted_success"].items()))
+        print(f"cost ({out['unit']}): " + "  ".join(f"{m} {v:g}" for m, v in out["cost"].items()))
+    return 0

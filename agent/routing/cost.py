@@ -1,0 +1,155 @@
+"""The cost-aware policy: the cheapest mode whose predicted success clears a threshold.
+
+Predicted success comes from the offline router's probabilities. The router estimates which mode
+a query needs; a mode solves a query that needs it or any cheaper mode, so by default
+
+    P(success | run in m) = sum over modes l not dearer than m of P(needs l)
+
+(a `success` matrix can say otherwise, e.g. from measured per-mode accuracy). Costs are average
+tokens per query of each mode; with a model price they are converted to dollars.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.hooks import MODES, InterventionContext, Mode, ModeDecision
+from agent.ledger import Price, PriceTable
+from agent.routing.offline import OfflineRouter, last_user_text
+
+
+@dataclass(frozen=True)
+class ModeCost:
+    """Average tokens one query costs in a mode."""
+
+    input_tokens: float
+    """Prompt tokens over all of the mode's calls."""
+    output_tokens: float
+    """Generated tokens over all of the mode's calls."""
+
+    @property
+    def tokens(self) -> float:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def dollars(self, price: Price) -> float:
+        """The same usage priced in dollars."""
+        return (self.input_tokens * price.input_per_mtok + self.output_tokens * price.output_per_mtok) / 1e6
+
+
+# Mean tokens per query of each mode, measured by `python bench/routing.py` on the embedded model
+# (local:qwen2.5-coder-0.5b) over its mixed set; see docs/routing.md. Only their order and ratios
+# matter to the policy.
+DEFAULT_MODE_COSTS: dict[str, ModeCost] = {
+    "instant": ModeCost(input_tokens=60, output_tokens=15),
+    "reasoning": ModeCost(input_tokens=150, output_tokens=180),
+    "agentic": ModeCost(input_tokens=1200, output_tokens=200),
+}
+
+
+def default_success() -> dict[str, dict[str, float]]:
+    """success[m][l]: chance that mode m solves a query that needs mode l (1 if m is not cheaper)."""
+    return {m: {need: 1.0 if MODES.index(m) >= MODES.index(need) else 0.0 for need in MODES} for m in MODES}
+
+
+@dataclass
+class CostAwareRouter:
+    """Picks the cheapest mode whose predicted success is at least `threshold`."""
+
+    threshold: float = 0.8
+    """Predicted success a mode must reach; when none does, the most likely to succeed wins."""
+    costs: Mapping[str, ModeCost | Mapping[str, float]] | None = None
+    """Cost per mode (ModeCost or {"input_tokens", "output_tokens"}); DEFAULT_MODE_COSTS by default."""
+    unit: str = "tokens"
+    """"tokens", or "usd" to price the costs with `price`/`model`."""
+    model: str | None = None
+    """Model name whose list price converts tokens to dollars when unit is usd."""
+    price: Price | None = None
+    """Explicit price (overrides model)."""
+    success: Mapping[str, Mapping[str, float]] | None = None
+    """success[m][l] matrix; default_success() by default."""
+    weights: str | Path | None = None
+    """Offline router weights file; the shipped one by default."""
+    router: OfflineRouter | None = field(default=None, repr=False)
+    """A ready offline router (built from `weights` when None)."""
+    name: str = "cost"
+    """Policy name."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"threshold must be between 0 and 1, got {self.threshold}")
+        if self.unit not in ("tokens", "usd"):
+            raise ValueError(f"unit must be 'tokens' or 'usd', got {self.unit!r}")
+        raw = self.costs if self.costs is not None else DEFAULT_MODE_COSTS
+        missing = [m for m in MODES if m not in raw]
+        if missing:
+            raise ValueError(f"costs lack modes: {', '.join(missing)}")
+        self.costs = {m: c if isinstance(c, ModeCost) else ModeCost(**c) for m, c in raw.items()}
+        self.success = {m: dict(row) for m, row in (self.success or default_success()).items()}
+        if set(self.success) != set(MODES) or any(set(r) != set(MODES) for r in self.success.values()):
+            raise ValueError("success must be a full matrix over instant, reasoning, agentic")
+        if self.unit == "usd" and self.price is None:
+            if not self.model:
+                raise ValueError("unit 'usd' needs a model name or a price")
+            self.price = PriceTable().price_for(self.model)
+
+    def cost_of(self, mode: Mode) -> float:
+        """The mode's cost in this router's unit."""
+        cost = self.costs[mode]  # type: ignore[index]
+        return cost.dollars(self.price) if self.unit == "usd" and self.price else cost.tokens
+
+    def predicted_success(self, needs: Mapping[str, float]) -> dict[str, float]:
+        """P(success) of each mode from the probabilities of which mode the query needs."""
+        success = self.success or {}
+        return {m: round(sum(needs.get(n, 0.0) * success[m][n] for n in MODES), 4) for m in MODES}
+
+    def choose(self, needs: Mapping[str, float]) -> ModeDecision:
+        """The cheapest mode clearing the threshold, given the needs distribution."""
+        predicted = self.predicted_success(needs)
+        by_cost = sorted(MODES, key=lambda m: (self.cost_of(m), MODES.index(m)))
+        for mode in by_cost:
+            if predicted[mode] >= self.threshold:
+                reason = (f"cost-aware: cheapest mode with predicted success {predicted[mode]:.2f} >= "
+                          f"{self.threshold:.2f} ({self.cost_of(mode):.4g} {self.unit})")
+                return ModeDecision(mode, reason=reason, scores=predicted)
+        best = max(by_cost, key=lambda m: predicted[m])  # stable: the cheaper mode wins ties
+        return ModeDecision(best, reason=f"cost-aware: no mode reaches {self.threshold:.2f}; most likely to succeed",
+                            scores=predicted)
+
+    def _router(self) -> OfflineRouter:
+        if self.router is None:
+            self.router = OfflineRouter(self.weights)
+        return self.router
+
+    def route_sync(self, query: str) -> ModeDecision:
+        """Route one query (embeds it on this thread)."""
+        return self.choose(self._router().scores(query))
+
+    def details(self, query: str) -> dict[str, Any]:
+        """Needs probabilities, predicted success and cost per mode, and the choice."""
+        needs = self._router().scores(query)
+        decision = self.choose(needs)
+        return {
+            "mode": decision.mode,
+            "reason": decision.reason,
+            "needs": needs,
+            "predicted_success": decision.scores,
+            "cost": {m: round(self.cost_of(m), 8) for m in MODES},
+            "unit": self.unit,
+            "threshold": self.threshold,
+        }
+
+    async def route(self, query: str) -> ModeDecision:
+        """route_sync off the event loop."""
+        return await asyncio.to_thread(self.route_sync, query)
+
+    async def decide(self, ctx: InterventionContext) -> ModeDecision:
+        """Pick the mode of the current turn from its latest user message."""
+        return await self.route(last_user_text(ctx))
+
+
+__all__ = ["DEFAULT_MODE_COSTS", "CostAwareRouter", "ModeCost", "default_success"]
