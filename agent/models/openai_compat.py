@@ -208,21 +208,29 @@ class OpenAIModel(Model):
 
     async def _create(self, request: ModelRequest, **extra: Any) -> Any:
         model = await self._model_name()
-        try:
-            return await self._with_retries(
-                lambda: self.client.chat.completions.create(**self._params(request, model), **extra)
-            )
-        except ModelAPIError as exc:
-            if not self._drop_reasoning_after(exc, request):
-                raise
-            return await self._with_retries(
-                lambda: self.client.chat.completions.create(**self._params(request, model), **extra)
-            )
+        while True:
+            try:
+                return await self._with_retries(
+                    lambda: self.client.chat.completions.create(**self._params(request, model), **extra)
+                )
+            except ModelAPIError as exc:
+                if not self._adapt_after(exc, request, extra):
+                    raise
 
-    def _drop_reasoning_after(self, exc: ModelAPIError, request: ModelRequest) -> bool:
-        """After a 400/422 naming the reasoning field, stop sending it; True when worth resending."""
+    def _adapt_after(self, exc: ModelAPIError, request: ModelRequest, extra: dict[str, Any]) -> bool:
+        """Drop an optional field the server rejected (400/422 naming it); True to resend.
+
+        Each field is dropped at most once and remembered, so this cannot loop.
+        """
+        if exc.status_code not in (400, 422):
+            return False
+        message = str(exc).lower()
+        if "stream_options" in extra and "stream_options" in message:
+            del extra["stream_options"]
+            self.stream_usage = False
+            return True
         sent = self.send_reasoning and any(m.reasoning for m in request.messages if m.role == "assistant")
-        if sent and self._reasoning_adaptive and exc.status_code in (400, 422) and "reasoning" in str(exc).lower():
+        if sent and self._reasoning_adaptive and "reasoning" in message:
             self.send_reasoning = False
             return True
         return False

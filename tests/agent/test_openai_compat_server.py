@@ -7,6 +7,7 @@ proves the retries: 429 with Retry-After, 500, dropped and hung connections are 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -153,7 +154,7 @@ async def test_tool_result_history_is_accepted_and_answered(server: object) -> N
             Message.assistant("", [call], reasoning="I should look it up."),
             Message.tool("call_1", "get_weather", "Sunny, 24 degrees Celsius"),
         ],
-        settings=ModelSettings(max_tokens=30, temperature=0),
+        settings=ModelSettings(max_tokens=14, temperature=0),
     )
     model = OpenAIModel("qwen", base_url=server.base_url, api_key=KEY, send_reasoning=True)  # type: ignore[attr-defined]
     try:
@@ -266,3 +267,31 @@ async def test_a_real_400_carries_the_servers_message(proxy: object) -> None:
     assert "context length" in str(info.value)
     assert len(proxy.seen) == 1  # type: ignore[attr-defined]
     assert time.monotonic() - started < 10
+
+
+async def test_rejected_optional_fields_are_dropped_and_remembered(proxy: object) -> None:
+    """A server that refuses reasoning_content or stream_options still gets served, once told."""
+    from openai_server_util import Fault
+
+    history = [
+        Message.user("Say hi."),
+        Message.assistant("Hi!", reasoning="greeting"),
+        Message.user("Again, one word."),
+    ]
+    request = ModelRequest(messages=history, settings=ModelSettings(max_tokens=4, temperature=0))
+    proxy.inject(Fault(400, message="Unrecognized field: messages[1].reasoning_content"))  # type: ignore[attr-defined]
+    proxy.inject(Fault(422, message="stream_options is not supported"))  # type: ignore[attr-defined]
+    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=KEY, retry_policy=FAST)  # type: ignore[attr-defined]
+    try:
+        items = [i async for i in model.stream(request)]
+        assert isinstance(items[-1], ModelResponse) and items[-1].text
+        again = [i async for i in model.stream(request)]
+        assert isinstance(again[-1], ModelResponse)
+    finally:
+        await model.aclose()
+    bodies = [json.loads(s.body) for s in proxy.seen]  # type: ignore[attr-defined]
+    assert [s.outcome for s in proxy.seen] == ["status:400", "status:422", "forwarded", "forwarded"]  # type: ignore[attr-defined]
+    assert "reasoning_content" in bodies[0]["messages"][1] and "stream_options" in bodies[1]
+    assert "reasoning_content" not in bodies[1]["messages"][1]
+    assert "stream_options" not in bodies[2] and "stream_options" not in bodies[3]
+    assert history[1].reasoning == "greeting"  # kept in our history all along
