@@ -133,7 +133,7 @@ def _show_level(level: int | None) -> str:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from scenarios.jigsaw.evaluate import markdown_table, solver_bench
+    from scenarios.jigsaw.evaluate import markdown_table, per_image_table, solver_bench
     from scenarios.jigsaw.images import DEFAULT_PHOTOS, load_image
     from scenarios.jigsaw.puzzle import check_grid
 
@@ -158,4 +158,6 @@ def _bench(args: argparse.Namespace) -> int:
         print(json.dumps([c.__dict__ for c in cells], indent=2))
     else:
         print(markdown_table(cells))
+        print("\nAcc per photo:\n")
+        print(per_image_table(cells))
     return 0

@@ -50,7 +50,7 @@ class JigsawConfig(BaseModel):
     """How many pieces start in place (0 to n²−2); None shuffles uniformly among unsolved orders."""
     seed: int = 0
     """Seed of the shuffle, the piece labels and the window."""
-    max_turns: int = Field(10, ge=1, le=500)
+    max_turns: int = Field(10, ge=1, le=10_000)
     """Turn limit; the episode ends when it is reached."""
     window: float = Field(1.0, ge=0.1, le=1.0)
     """Side fraction of a seeded random window of the photo to cut (1.0: the whole photo)."""

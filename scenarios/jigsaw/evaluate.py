@@ -31,6 +31,8 @@ class BenchCell:
     """Mean wall time per puzzle (search, sandbox step and rendering)."""
     failures: list[str]
     """image:seed of every unsolved puzzle."""
+    acc_by_image: dict[str, float]
+    """Acc per photo."""
 
 
 def level_name(level: int | None) -> str:
@@ -63,9 +65,11 @@ def solver_bench(
                 solved = 0
                 score = reward = 0.0
                 failures: list[str] = []
+                by_image: dict[str, float] = {}
                 started = time.perf_counter()
                 for image, env in envs.items():
                     config = JigsawConfig(image=image, grid=grid, level=level, hints=False, window=window)
+                    solved_before = solved
                     for seed in range(seeds):
                         env.reset(seed=seed, config=config)
                         result = agent.run_episode(env)
@@ -74,11 +78,13 @@ def solver_bench(
                         reward += result.reward
                         if not result.solved:
                             failures.append(f"{image}:{seed}")
+                    by_image[image] = (solved - solved_before) / seeds
                 episodes = len(envs) * seeds
                 cell = BenchCell(
                     grid=grid, level=level, episodes=episodes, acc=solved / episodes, score=score / episodes,
                     mean_reward=reward / episodes,
                     seconds_per_episode=(time.perf_counter() - started) / episodes, failures=failures,
+                    acc_by_image=by_image,
                 )
                 cells.append(cell)
                 if progress:
@@ -100,4 +106,14 @@ def markdown_table(cells: Sequence[BenchCell]) -> str:
             f"| {c.grid}x{c.grid} | {level_name(c.level)} | {c.episodes} | {c.acc:.1%} | {c.score:.1%} "
             f"| {c.mean_reward:.3f} | {c.seconds_per_episode:.3f} |"
         )
+    return "\n".join(lines)
+
+
+def per_image_table(cells: Sequence[BenchCell]) -> str:
+    """Acc per photo (columns) for each grid and level (rows), as Markdown."""
+    images = list(cells[0].acc_by_image) if cells else []
+    lines = ["| grid | level | " + " | ".join(images) + " |", "|---|---|" + "---|" * len(images)]
+    for c in cells:
+        values = " | ".join(f"{c.acc_by_image[name]:.0%}" for name in images)
+        lines.append(f"| {c.grid}x{c.grid} | {level_name(c.level)} | {values} |")
     return "\n".join(lines)

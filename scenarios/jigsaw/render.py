@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import io
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,14 +21,13 @@ class SpecError(ValueError):
 
 def decorate(image: np.ndarray, grid: int) -> np.ndarray:
     """The arrangement with thin grid lines and each cell's position number at its top-left corner."""
-    from PIL import Image, ImageDraw, ImageFont
+    from PIL import Image, ImageDraw
 
     height, width = image.shape[:2]
     ph, pw = height // grid, width // grid
     canvas = Image.fromarray(np.ascontiguousarray(image))
     draw = ImageDraw.Draw(canvas)
-    size = max(10, min(ph, pw) // 6)
-    font = ImageFont.load_default(size=size)
+    font = _font(max(10, min(ph, pw) // 6))
     for k in range(1, grid):
         draw.line([(k * pw, 0), (k * pw, height)], fill=(255, 255, 255), width=1)
         draw.line([(0, k * ph), (width, k * ph)], fill=(255, 255, 255), width=1)
@@ -39,6 +39,13 @@ def decorate(image: np.ndarray, grid: int) -> np.ndarray:
         draw.rectangle((box[0] - 2, box[1] - 2, box[2] + 2, box[3] + 2), fill=(0, 0, 0))
         draw.text((x, y), label, fill=(255, 255, 0), font=font)
     return np.asarray(canvas)
+
+
+@functools.lru_cache(maxsize=8)
+def _font(size: int) -> Any:
+    from PIL import ImageFont
+
+    return ImageFont.load_default(size=size)
 
 
 def render_spec(spec: Any, draw_arrangement: Callable[[list[int]], np.ndarray], labels: Sequence[int]) -> np.ndarray:
@@ -92,7 +99,8 @@ def to_png(image: np.ndarray) -> bytes:
     from PIL import Image
 
     buffer = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(image)).save(buffer, format="PNG", optimize=False, compress_level=3)
+    # Level 1: about 2% larger than the default level 6 on photos, and several times faster.
+    Image.fromarray(np.ascontiguousarray(image)).save(buffer, format="PNG", compress_level=1)
     return buffer.getvalue()
 
 

@@ -49,7 +49,11 @@ def _sync(grid: int, state: list) -> None:
     _puzzle["grid"] = grid
     _puzzle["state"] = list(state)
     _puzzle["view"] = list(state)
-    user_namespace()["state"] = _puzzle["view"]
+    namespace = user_namespace()
+    namespace["state"] = _puzzle["view"]
+    # Code that rebound a helper name (`answer = 1`) gets the helper back on the next step.
+    for name in EXPORTS:
+        namespace[name] = globals()[name]
 
 
 def _position(value: object, name: str) -> int:

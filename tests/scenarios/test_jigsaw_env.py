@@ -146,6 +146,13 @@ def test_code_cannot_change_the_puzzle_except_through_swap(env):
         assert env.arrangement == before, code
 
 
+def test_rebound_helper_names_come_back_next_step(env):
+    env.reset(config=JigsawConfig(image="chelsea", grid=2, seed=6, max_turns=4))
+    env.step(fence("answer = 'not a function'\nswap = None"))
+    step = env.step(fence("swap(0, 1)\nanswer()"))
+    assert step.done and step.info["swaps"] == [[0, 1]]
+
+
 def test_helper_arguments_are_checked(env):
     env.reset(config=JigsawConfig(image="chelsea", grid=3, seed=10, max_turns=8))
     cases = {
