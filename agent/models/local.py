@@ -165,16 +165,17 @@ class LocalModel(Model):
         return self._loaded
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        final: ModelResponse | None = None
-        async for item in self._run(request, stream=False):
-            if isinstance(item, ModelResponse):
-                final = item
-        assert final is not None
-        return final
+        async with contextlib.aclosing(self._run(request, stream=False)) as items:
+            async for item in items:
+                if isinstance(item, ModelResponse):
+                    return item
+        raise ModelError(f"{self.name}: generation ended without a response")
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        async for item in self._run(request, stream=True):
-            yield item
+        # aclosing: a caller that stops early stops the generation now, not at garbage collection.
+        async with contextlib.aclosing(self._run(request, stream=True)) as items:
+            async for item in items:
+                yield item
 
     async def _run(self, request: ModelRequest, *, stream: bool) -> AsyncIterator[StreamItem]:
         loaded = await asyncio.to_thread(self.load)
@@ -278,6 +279,8 @@ class LocalModel(Model):
         pieces: list[str] = []
         finish: str | None = None
         for chunk in output:
+            if cancel.is_set():
+                break
             choice = chunk["choices"][0]
             if text := choice.get("text"):
                 pieces.append(text)
