@@ -232,6 +232,8 @@ class Worker:
 
 def _plain(value: Any, cap: int) -> Any:
     """The value itself when it is small JSON data, else None (the repr is always sent)."""
+    if isinstance(value, (str, bytes, list, tuple, dict)) and len(value) > cap:
+        return None
     try:
         text = json.dumps(value, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
