@@ -29,10 +29,11 @@ from typing import Any
 from agent.errors import UserFacingError
 from agent.models.base import Model
 from scenarios.evaluation import RewardBreakdown, evaluate
-from scenarios.format import InjectedError, Scenario
+from scenarios.format import Evaluation, InjectedError, Scenario
 from scenarios.metrics import summarize
 from scenarios.orchestrator import Episode, RunOptions, run_scenario
 from scenarios.trajectory import Trajectory
+from scenarios.users.error_types import ERROR_TYPES
 
 RESULTS_VERSION = 1
 
@@ -62,14 +63,28 @@ def fingerprint(scenario: Scenario) -> str:
 
 
 def with_injected_errors(scenarios: Sequence[Scenario], types: Sequence[str], turn: int = 0) -> list[Scenario]:
-    """One variant of each scenario per error type (id `ID+TYPE`), the error sent at `turn`."""
+    """One variant of each scenario per error type (id `ID+TYPE`), the error sent at `turn`.
+
+    The expected recovery call always gates the reward. An ambiguous error is followed by the
+    user's own request, so the original grading stays. After an unsupported request the right
+    move is a transfer, which ends the conversation: at turn 0 nothing may change (the DB must
+    equal the initial state); later, how much of the task came first is unknown, so only the
+    recovery call is graded.
+    """
     out = []
     for s in scenarios:
         for etype in types:
+            evaluation = s.evaluation
+            if ERROR_TYPES[etype].category == "unsupported":
+                if turn == 0:
+                    evaluation = Evaluation(actions=[], reward_basis=["DB"])
+                else:
+                    evaluation = Evaluation(reward_basis=[])
             variant = s.model_copy(
                 update={
                     "id": f"{s.id}+{etype}",
                     "errors": [*s.errors, InjectedError(type=etype, turn=turn)],  # type: ignore[arg-type]
+                    "evaluation": evaluation,
                     "tags": [*s.tags, "injected"],
                 },
                 deep=True,

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent.errors import UserFacingError
 from agent.messages import ModelRequest
-from agent.models import FunctionModel
+from agent.models import FunctionModel, call
 from scenarios.format import Scenario
 from scenarios.loading import collect_scenarios
 from scenarios.orchestrator import RunOptions, script_model
@@ -132,3 +133,27 @@ def test_injected_variants() -> None:
     variants = with_injected_errors([base], ["vague_reference", "unsupported_domain"], turn=1)
     assert [v.id for v in variants] == ["slow-0+vague_reference", "slow-0+unsupported_domain"]
     assert variants[1].errors[0].turn == 1 and variants[1].wants_recovery_tools() and not base.errors
+    assert variants[1].evaluation is not None and variants[1].evaluation.basis() == []
+
+
+async def test_injected_unsupported_request_is_graded_by_transfer_and_untouched_db(tmp_path: Path) -> None:
+    [create] = collect_scenarios([EXAMPLES / "mock_create_task.yaml"])
+    [ambiguous, unsupported] = with_injected_errors([create], ["vague_reference", "unsupported_operation"])
+    assert ambiguous.evaluation == create.evaluation  # the user's own request follows: same grading
+    assert unsupported.evaluation is not None and unsupported.evaluation.actions == []
+
+    def transfers(request: ModelRequest) -> Any:
+        if request.messages[-1].role == "tool":
+            return "You are being transferred to a human agent."
+        return call("transfer_to_human_agents", {"summary": "unsupported request"})
+
+    def complies(request: ModelRequest) -> Any:
+        return "Sure, done. ###STOP###"
+
+    good = await run_batch([unsupported], RunOptions(model=FunctionModel(transfers)), tmp_path / "a", progress=False)
+    bad = await run_batch([unsupported], RunOptions(model=FunctionModel(complies)), tmp_path / "b", progress=False)
+    g, b = good.records[0], bad.records[0]
+    assert g["termination"] == "transfer" and g["success"]
+    assert g["evaluation"]["basis"] == ["DB", "RECOVERY"] and g["error_types"] == ["unsupported_operation"]
+    assert not b["success"] and b["evaluation"]["components"]["RECOVERY"] == 0.0
+    assert "delete task" in g["trajectory"]["injected_errors"][0]["text"]
