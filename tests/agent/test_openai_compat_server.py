@@ -146,7 +146,7 @@ async def test_streamed_tool_call_deltas_are_assembled(server: object) -> None:
     assert "paris" in call.parsed_arguments()["city"].lower()  # type: ignore[index]
 
 
-async def test_tool_result_history_is_accepted_and_answered(server: object) -> None:
+async def test_tool_result_history_is_accepted_by_the_server(proxy: object) -> None:
     call = ToolCall(id="call_1", name="get_weather", arguments='{"city": "Paris"}')
     request = ModelRequest(
         messages=[
@@ -156,13 +156,17 @@ async def test_tool_result_history_is_accepted_and_answered(server: object) -> N
         ],
         settings=ModelSettings(max_tokens=14, temperature=0),
     )
-    model = OpenAIModel("qwen", base_url=server.base_url, api_key=KEY, send_reasoning=True)  # type: ignore[attr-defined]
+    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=KEY, send_reasoning=True)  # type: ignore[attr-defined]
     try:
         response = await model.complete(request)
     finally:
         await model.aclose()
-    assert response.text and not response.tool_calls
-    assert "24" in response.text or "sunny" in response.text.lower()
+    assert response.text and response.usage.input_tokens > 20
+    (seen,) = proxy.seen  # type: ignore[attr-defined]
+    sent = json.loads(seen.body)["messages"]
+    assert sent[1]["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    assert sent[1]["reasoning_content"] == "I should look it up."
+    assert sent[2] == {"role": "tool", "tool_call_id": "call_1", "content": "Sunny, 24 degrees Celsius"}
 
 
 async def test_429_with_retry_after_is_retried_and_honoured(proxy: object) -> None:
