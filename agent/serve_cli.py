@@ -1,0 +1,135 @@
+"""`rein serve`: serve agents over an OpenAI-compatible HTTP API (see docs/server.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import threading
+from typing import Any
+
+from agent.errors import UserFacingError
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `rein serve`."""
+    parser.add_argument(
+        "--agent", action="append", default=[], metavar="SPEC",
+        help="agent spec (YAML or JSON); repeat to serve several, each under its spec name. "
+        "Default: one agent named 'agent' on the embedded local model",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    parser.add_argument(
+        "--api-key-file", metavar="FILE",
+        help="bearer keys, one a line; REIN_API_KEYS (comma separated) adds more. No keys: open server",
+    )
+    parser.add_argument(
+        "--db", metavar="PATH",
+        help="threads database for every agent: a SQLite path, postgres://… or memory "
+        "(default: each spec's checkpointer, normally $REIN_HOME/threads.sqlite)",
+    )
+    parser.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, metavar="N",
+                        help="largest request body accepted (default 4 MiB); larger ones get 413")
+    parser.add_argument("--request-timeout", type=float, default=300.0, metavar="S",
+                        help="seconds a request waits for its answer before 504 (default 300)")
+    parser.add_argument("--shutdown-grace", type=float, default=30.0, metavar="S",
+                        help="seconds shutdown waits for turns still running (default 30)")
+    parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+
+
+def checkpointer_for(db: str) -> str:
+    """The checkpointer spec of a --db value."""
+    if db == "memory" or db.startswith(("postgres://", "postgresql://")):
+        return db
+    return f"sqlite:{db}"
+
+
+def build_agents(specs: list[str], db: str | None) -> dict[str, Any]:
+    """Agents from spec files by name (one default agent when there are none)."""
+    from agent.models import ModelError
+    from agent.runtime import Agent
+
+    overrides = {"checkpointer": checkpointer_for(db)} if db else {}
+    agents: dict[str, Any] = {}
+    for source in specs or [None]:
+        try:
+            agent = Agent.from_spec(source if source is not None else {}, **overrides)
+        except UserFacingError:
+            raise
+        except (ModelError, ImportError, OSError, ValueError) as exc:
+            what = source or "the default agent"
+            raise UserFacingError(f"cannot build {what}: {type(exc).__name__}: {exc}") from None
+        if agent.name in agents:
+            raise UserFacingError(f"two agents are named {agent.name!r}; give each spec a distinct `name`")
+        agents[agent.name] = agent
+    return agents
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A bound, listening socket, or a clear error when the address is taken or invalid."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UserFacingError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    # Listening now lets clients that connect while the app starts up wait in the backlog
+    # instead of being refused.
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the agents and serve them until SIGINT or SIGTERM (graceful: running turns finish)."""
+    import uvicorn
+
+    from agent.server import ServerConfig, create_app, load_api_keys
+
+    if args.max_body_bytes <= 0:
+        raise UserFacingError("--max-body-bytes must be positive")
+    if args.request_timeout <= 0 or args.shutdown_grace < 0:
+        raise UserFacingError("--request-timeout must be positive and --shutdown-grace not negative")
+    if not 0 <= args.port <= 65535:
+        raise UserFacingError(f"--port {args.port} is not a port number")
+    keys = load_api_keys(args.api_key_file, os.environ)
+    agents = build_agents(args.agent, args.db)
+    config = ServerConfig(
+        max_body_bytes=args.max_body_bytes, request_timeout_s=args.request_timeout,
+        shutdown_grace_s=args.shutdown_grace,
+    )
+    app = create_app(agents, api_keys=keys, config=config)
+    sock = bind(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    if not keys and args.host not in LOOPBACK:
+        print(
+            f"rein serve: WARNING: no API keys and listening on {args.host}: anyone who can reach "
+            "this port can use the agents; pass --api-key-file or set REIN_API_KEYS",
+            file=sys.stderr,
+        )
+    shown = f"[{host}]" if ":" in host else host
+    print(
+        f"rein serve: {', '.join(agents)} on http://{shown}:{port}/v1 "
+        f"(auth {'on' if keys else 'off'}; threads: {args.db or 'per spec'})",
+        flush=True,
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, log_level=args.log_level, timeout_graceful_shutdown=int(args.request_timeout) + 5,
+        )
+    )
+    # uvicorn re-raises the signal that stopped it once it has shut down gracefully; with these
+    # handlers in place that re-raise is a no-op and the command exits 0.
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: None)
+    server.run(sockets=[sock])
+    print("rein serve: stopped", flush=True)
+    return 0 if server.started else 1

@@ -1,0 +1,21 @@
+"""rein's OpenAI-compatible HTTP server: chat completions (streamed or not) over persistent
+threads, with bearer-key auth. `create_app` builds the FastAPI app; `rein serve` runs it."""
+
+from agent.server.app import create_app
+from agent.server.auth import ApiKeys, load_api_keys
+from agent.server.background import BackgroundServer
+from agent.server.errors import ApiError
+from agent.server.threads import storage_id
+from agent.server.turns import ServerConfig, ServerState, TurnOutcome
+
+__all__ = [
+    "ApiError",
+    "ApiKeys",
+    "BackgroundServer",
+    "ServerConfig",
+    "ServerState",
+    "TurnOutcome",
+    "create_app",
+    "load_api_keys",
+    "storage_id",
+]

@@ -1,0 +1,205 @@
+"""The FastAPI application: OpenAI-compatible chat completions over rein agents.
+
+`create_app` builds a standalone app (what `rein serve` runs) that can also be mounted inside an
+existing FastAPI app; see docs/server.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from agent.runtime import Agent
+from agent.server.auth import ApiKeys
+from agent.server.errors import ApiError, bad_request, error_body
+from agent.server.schema import (
+    ChatRequest,
+    client_history,
+    completion_object,
+    new_completion_id,
+    parse_request,
+)
+from agent.server.sse import stream_turn
+from agent.server.threads import KeySource, Turn, check_key, derived_key
+from agent.server.turns import ServerConfig, ServerState, TurnHandle, TurnRequest
+
+log = logging.getLogger("rein.server")
+
+THREAD_HEADERS = ("x-rein-thread", "x-thread-id")
+"""Request headers that name a thread (either one; both must agree)."""
+DRAIN_LIMIT = 16 * 1024 * 1024
+"""How much of an oversized body is read and dropped so the client can read its 413."""
+
+
+def json_response(obj: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    """A JSON response that tolerates odd values in intervention records."""
+    body = json.dumps(obj, ensure_ascii=False, default=str).encode()
+    return Response(body, status_code=status, media_type="application/json", headers=dict(headers or {}))
+
+
+def create_app(
+    agents: Mapping[str, Agent],
+    *,
+    api_keys: Iterable[str] = (),
+    config: ServerConfig | None = None,
+) -> FastAPI:
+    """An app serving each agent under its mapping key as a model.
+
+    api_keys: accepted bearer keys; none means an open server. The app's lifespan opens the
+    agents' checkpointers at startup and, at shutdown, waits for running turns and closes them;
+    when mounting the app, run `app.state.rein.open()` / `aclose()` from the parent's lifespan (or
+    pass `lifespan=rein_app.router.lifespan_context`).
+    """
+    state = ServerState(agents, config)
+    keys = ApiKeys(api_keys)
+    cfg = state.config
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        await state.open()
+        try:
+            yield
+        finally:
+            await state.aclose()
+
+    app = FastAPI(title="rein", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.rein = state
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_request: Request, exc: ApiError) -> Response:
+        return json_response(exc.body(), exc.status, exc.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+        kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return json_response(error_body(str(exc.detail), type=kind), exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_request: Request, exc: Exception) -> Response:
+        log.exception("unexpected error")
+        return json_response(error_body(f"internal error: {type(exc).__name__}", type="server_error"), 500)
+
+    def authorize(request: Request) -> None:
+        keys.check(request.headers.get("authorization"))
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        if state.closing:
+            return json_response({"status": "shutting_down"}, 503)
+        return json_response({"status": "ok"})
+
+    @app.get("/v1/models", dependencies=[Depends(authorize)])
+    async def list_models() -> Response:
+        return json_response({"object": "list", "data": [_model_card(n) for n in state.agents]})
+
+    @app.get("/v1/models/{model_id:path}", dependencies=[Depends(authorize)])
+    async def get_model(model_id: str) -> Response:
+        state.agent(model_id)
+        return json_response(_model_card(model_id))
+
+    @app.post("/v1/chat/completions", dependencies=[Depends(authorize)])
+    async def chat_completions(request: Request) -> Response:
+        body = await read_body(request, cfg.max_body_bytes)
+        chat = parse_request(body)
+        state.agent(chat.model)
+        turns, messages, system = client_history(chat)
+        key, source = thread_key(request, chat, system, turns)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + cfg.request_timeout_s
+        handle = state.start(TurnRequest(chat.model, key, source, turns, messages, stream=chat.stream))
+        if chat.stream:
+            plan = await _wait(handle, handle.plan, deadline, cfg.request_timeout_s)
+            return StreamingResponse(
+                stream_turn(handle, chat, deadline, cfg.request_timeout_s),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "X-Rein-Thread": plan.thread_id},
+            )
+        outcome = await _wait(handle, handle.done, deadline, cfg.request_timeout_s)
+        failure = outcome.failed()
+        if failure is not None:
+            raise failure
+        return json_response(
+            completion_object(
+                id=new_completion_id(), model=chat.model, content=outcome.reply,
+                finish_reason=outcome.finish_reason, usage=outcome.usage, rein=outcome.metadata(),
+                reasoning=outcome.reasoning,
+            ),
+            headers={"X-Rein-Thread": outcome.thread_id},
+        )
+
+    return app
+
+
+def _model_card(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "rein"}
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, or 413 when Content-Length or the bytes received pass the limit."""
+    declared = request.headers.get("content-length")
+    try:
+        limit_hit = declared is not None and int(declared) > limit
+    except ValueError:
+        raise bad_request(f"invalid Content-Length header {declared!r}") from None
+    chunks: list[bytes] = []
+    received = 0
+    # An oversized body is still read (up to DRAIN_LIMIT) and dropped, so a client that is still
+    # sending sees the 413 instead of a reset connection.
+    with contextlib.suppress(OSError, RuntimeError):
+        async for chunk in request.stream():
+            received += len(chunk)
+            if received > limit:
+                limit_hit = True
+            if limit_hit:
+                chunks.clear()
+                if received > DRAIN_LIMIT:
+                    break
+            else:
+                chunks.append(chunk)
+    if limit_hit:
+        raise ApiError(413, f"the request body is larger than the server's limit of {limit} bytes", code="request_too_large")
+    return b"".join(chunks)
+
+
+def thread_key(request: Request, chat: ChatRequest, system: list[str], turns: list[Turn]) -> tuple[str, KeySource]:
+    """The thread key: X-Rein-Thread / X-Thread-Id, else `user`, else derived from the conversation."""
+    given = {name: v.strip() for name in THREAD_HEADERS if (v := request.headers.get(name)) and v.strip()}
+    try:
+        if len(set(given.values())) > 1:
+            raise ValueError("X-Rein-Thread and X-Thread-Id name different threads")
+        if given:
+            name, value = next(iter(given.items()))
+            return check_key(value, f"the {name} header"), "header"
+        if chat.user and chat.user.strip():
+            return check_key(chat.user, "the `user` field"), "user"
+    except ValueError as exc:
+        raise bad_request(str(exc)) from None
+    return derived_key(system, turns), "derived"
+
+
+async def _wait(handle: TurnHandle, future: asyncio.Future[Any], deadline: float, timeout_s: float) -> Any:
+    remaining = max(deadline - asyncio.get_running_loop().time(), 0.0)
+    try:
+        return await asyncio.wait_for(asyncio.shield(future), remaining)
+    except TimeoutError:
+        if handle.started:
+            detail = "the turn keeps running and is committed to its thread; resend the same messages to get its answer"
+        else:
+            # It was still queued behind another turn of the same thread: nothing ran, so drop it.
+            if handle.task is not None:
+                handle.task.cancel()
+            detail = "it was still waiting for an earlier turn of the same thread and was dropped"
+        raise ApiError(
+            504, f"the agent did not answer within {timeout_s:g} s; {detail}", type="timeout", code="request_timeout"
+        ) from None
+
+
+__all__ = ["ServerConfig", "create_app", "json_response", "read_body", "thread_key"]

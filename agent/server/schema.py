@@ -1,0 +1,252 @@
+"""The Chat Completions wire format: request validation and response objects."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agent.messages import Message, Usage
+from agent.server.errors import bad_request
+from agent.server.threads import Role, Turn, merge_turns
+
+
+class TextPart(BaseModel):
+    """A text content part."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal["text"]
+    """Always "text"."""
+    text: str
+    """The text."""
+
+
+class ImageUrl(BaseModel):
+    """Where an image is (an https or data: URL)."""
+
+    model_config = ConfigDict(extra="allow")
+    url: str
+    """The URL."""
+    detail: Literal["auto", "low", "high"] | None = None
+    """Resolution hint."""
+
+
+class ImagePart(BaseModel):
+    """An image content part."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal["image_url"]
+    """Always "image_url"."""
+    image_url: ImageUrl
+    """The image."""
+
+
+class RefusalPart(BaseModel):
+    """A refusal content part of an assistant message."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal["refusal"]
+    """Always "refusal"."""
+    refusal: str
+    """The refusal text."""
+
+
+ContentPart = Annotated[TextPart | ImagePart | RefusalPart, Field(discriminator="type")]
+
+
+class ChatMessageIn(BaseModel):
+    """One message of a request, in OpenAI's roles."""
+
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    """system, developer, user, assistant or tool."""
+    content: str | list[ContentPart] | None = None
+    """Text or content parts; may be null only on an assistant message with tool calls."""
+    name: str | None = None
+    """Optional participant name."""
+    tool_calls: list[dict[str, Any]] | None = None
+    """Tool calls of an assistant message (client-side tools; kept out of the thread)."""
+    tool_call_id: str | None = None
+    """For a tool message: the call it answers."""
+
+    @model_validator(mode="after")
+    def _content_present(self) -> ChatMessageIn:
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError(f"a {self.role} message needs content")
+        return self
+
+    @property
+    def text(self) -> str:
+        """The text, with text parts joined."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text if isinstance(p, TextPart) else "" for p in self.content)
+
+
+class StreamOptions(BaseModel):
+    """Streaming options."""
+
+    model_config = ConfigDict(extra="allow")
+    include_usage: bool = False
+    """Send a last chunk with the usage (and empty choices) before [DONE]."""
+
+
+class ChatRequest(BaseModel):
+    """A chat completion request. Sampling parameters (temperature, max_tokens, …) are accepted
+    and ignored: the served agent's own settings apply."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = Field(min_length=1)
+    """The served agent's name."""
+    messages: list[ChatMessageIn] = Field(min_length=1)
+    """The conversation; the last message must come from the user."""
+    stream: bool = False
+    """Answer as server-sent events."""
+    stream_options: StreamOptions | None = None
+    """Streaming options."""
+    user: str | None = None
+    """End-user or conversation id; keys the thread when no thread header is sent."""
+    n: int | None = None
+    """Number of choices; only 1 is supported."""
+    tools: list[dict[str, Any]] | None = None
+    """Client-side tools: rejected when non-empty (the agent's own tools run on the server)."""
+    functions: list[dict[str, Any]] | None = None
+    """Legacy client-side functions: rejected when non-empty."""
+
+    @model_validator(mode="after")
+    def _supported(self) -> ChatRequest:
+        if self.messages[-1].role != "user":
+            raise ValueError(f"the last message must come from the user, not {self.messages[-1].role!r}")
+        if self.n not in (None, 1):
+            raise ValueError("only n=1 is supported")
+        if self.tools or self.functions:
+            raise ValueError(
+                "client-side tools are not supported: the agent's own tools run on the server; "
+                "remove `tools` (and `functions`) from the request"
+            )
+        return self
+
+    @property
+    def include_usage(self) -> bool:
+        """Whether a streamed answer ends with a usage chunk."""
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+def parse_request(body: bytes) -> ChatRequest:
+    """Validate a request body; raise a 400 ApiError naming the first problems."""
+    if not body.strip():
+        raise bad_request("the request body is empty: send a JSON chat completion request")
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise bad_request(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise bad_request("the request body must be a JSON object")
+    try:
+        return ChatRequest.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        shown = []
+        for e in errors[:5]:
+            loc = ".".join(str(p) for p in e["loc"])
+            shown.append(f"{loc}: {e['msg']}" if loc else e["msg"])
+        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+        first_loc = ".".join(str(p) for p in errors[0]["loc"]) or None
+        raise bad_request("invalid request: " + "; ".join(shown) + more, param=first_loc) from None
+
+
+def client_history(request: ChatRequest) -> tuple[list[Turn], list[Message], list[str]]:
+    """The request's surface turns, the messages that commit them, and its system texts.
+
+    System and developer messages, tool messages and tool calls stay out of the thread: the agent
+    has its own system prompt and runs its own tools. User messages keep their image parts.
+    """
+    pairs: list[tuple[Role, str]] = []
+    users: list[Message] = []
+    system: list[str] = []
+    for m in request.messages:
+        if m.role in ("system", "developer"):
+            system.append(m.text)
+        elif m.role == "user":
+            pairs.append(("user", m.text))
+            users.append(Message.user(_content(m)))
+        elif m.role == "assistant" and m.text.strip():
+            pairs.append(("assistant", m.text))
+    turns = merge_turns(pairs)
+    messages: list[Message] = []
+    user_iter = iter(users)
+    for t in turns:
+        messages.append(next(user_iter) if t.role == "user" else Message.assistant(t.text))
+    return turns, messages, system
+
+
+def _content(m: ChatMessageIn) -> str | list[dict[str, Any]]:
+    if m.content is None or isinstance(m.content, str):
+        return m.content or ""
+    parts = [p.model_dump(exclude_none=True) for p in m.content if not isinstance(p, RefusalPart)]
+    if all(p["type"] == "text" for p in parts):
+        return "".join(p["text"] for p in parts)
+    return parts
+
+
+# --- responses -------------------------------------------------------------------------------
+
+
+def new_completion_id() -> str:
+    """A fresh completion id."""
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def openai_usage(usage: Usage) -> dict[str, int]:
+    """Usage in OpenAI's field names."""
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def completion_object(
+    *, id: str, model: str, content: str, finish_reason: str, usage: Usage, rein: dict[str, Any],
+    reasoning: str | None = None,
+) -> dict[str, Any]:
+    """A `chat.completion` object with rein's metadata in a `rein` field."""
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    return {
+        "id": id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}],
+        "usage": openai_usage(usage),
+        "rein": rein,
+    }
+
+
+def chunk_object(
+    *, id: str, model: str, created: int, delta: dict[str, Any] | None = None,
+    finish_reason: str | None = None, usage: Usage | None = None, rein: dict[str, Any] | None = None,
+    with_usage_field: bool = False, no_choices: bool = False,
+) -> dict[str, Any]:
+    """A `chat.completion.chunk` object."""
+    chunk: dict[str, Any] = {
+        "id": id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [] if no_choices else [
+            {"index": 0, "delta": delta or {}, "finish_reason": finish_reason, "logprobs": None}
+        ],
+    }
+    if with_usage_field:
+        chunk["usage"] = openai_usage(usage) if usage is not None else None
+    if rein is not None:
+        chunk["rein"] = rein
+    return chunk

@@ -1,0 +1,174 @@
+"""How chat requests map to checkpointed threads: thread keys, history reconciliation and forks.
+
+A chat client either keeps the conversation itself and resends all of it every time (chat UIs), or
+names a thread and sends only its new message. Both land on a LangGraph thread. The rules, applied
+by `compare` and `fork_id` and documented in docs/server.md:
+
+- The thread key is the `X-Rein-Thread` (or `X-Thread-Id`) header, else the request's `user`
+  field, else `conv-` + a hash of the client's system text and first user message.
+- The client's user and assistant text turns are compared with the thread's surface dialogue.
+  When the client's history extends the thread, only what is new is appended. When the thread is
+  the client's history plus one reply, the request is a retry and that reply is returned. When
+  they diverge, the conversation moves to a fork whose id is a hash of the parent thread and the
+  client's history up to and including the first differing user message (an assistant message
+  counts by position only), so the same history always reaches the same fork.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from agent.messages import Message
+from agent.plant import surface_dialogue
+
+REPLY_SEPARATOR = "\n\n"
+"""Joins the texts of several assistant messages of one turn (text said before and after tools)."""
+MAX_FORK_HOPS = 16
+"""How many forks a request may walk through before the server gives up (409)."""
+MAX_KEY_LENGTH = 256
+"""Longest thread key accepted from a header or the `user` field."""
+
+Role = Literal["user", "assistant"]
+KeySource = Literal["header", "user", "derived"]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One surface message: a user message or an assistant reply, as text."""
+
+    role: Role
+    """user or assistant."""
+    text: str
+    """The message text (several assistant messages in a row are joined into one reply)."""
+
+    @property
+    def key(self) -> str:
+        """The text with whitespace runs collapsed, for comparison."""
+        return " ".join(self.text.split())
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a client's history relates to a thread's."""
+
+    kind: Literal["extends", "replay", "unanswered", "diverges"]
+    """extends: the client has the thread plus new turns; replay: the thread is the client's
+    history plus one reply; unanswered: both end with the same unanswered user message;
+    diverges: they differ (or the client's history stops inside the thread's)."""
+    index: int
+    """extends: the first new client turn; diverges: the first differing position."""
+    reply: str = ""
+    """replay: the thread's reply."""
+
+
+def merge_turns(items: Iterable[tuple[Role, str]]) -> list[Turn]:
+    """Turns from (role, text) pairs, joining consecutive assistant texts into one reply."""
+    out: list[Turn] = []
+    for role, text in items:
+        if role == "assistant" and out and out[-1].role == "assistant":
+            out[-1] = Turn("assistant", out[-1].text + REPLY_SEPARATOR + text)
+        else:
+            out.append(Turn(role, text))
+    return out
+
+
+def thread_turns(history: list[Message]) -> list[Turn]:
+    """A thread's surface dialogue as turns (tool traffic, plants and empty messages left out)."""
+    pairs: list[tuple[Role, str]] = []
+    for m in surface_dialogue(history):
+        if m.role == "user":
+            pairs.append(("user", m.text))
+        elif m.text.strip():
+            pairs.append(("assistant", m.text))
+    return merge_turns(pairs)
+
+
+def reply_text(history: list[Message]) -> str:
+    """The reply of the thread's last turn: its assistant texts after the last user message."""
+    last_user = max((i for i, m in enumerate(history) if m.role == "user"), default=-1)
+    texts = [m.text for m in surface_dialogue(history[last_user + 1 :]) if m.role == "assistant" and m.text.strip()]
+    return REPLY_SEPARATOR.join(texts)
+
+
+def is_open(history: list[Message]) -> bool:
+    """Whether the thread's last turn may have been cut off (it does not end with a plain answer).
+
+    Such a thread is continued from its checkpoint before it takes new input, so a tool call left
+    without its result never reaches the model.
+    """
+    if not history:
+        return False
+    last = history[-1]
+    return last.role in ("user", "tool") or (last.role == "assistant" and bool(last.tool_calls))
+
+
+def same_reply(client: Turn, thread: Turn) -> bool:
+    """Whether a client's assistant message shows the thread's reply.
+
+    Equal up to whitespace, or a prefix of it (a stream the user stopped), or containing it (a
+    client that showed streamed text around the committed answer).
+    """
+    c, t = client.key, thread.key
+    return c == t or (bool(c) and t.startswith(c)) or (bool(t) and t in c)
+
+
+def _same(client: Turn, thread: Turn) -> bool:
+    if client.role != thread.role:
+        return False
+    return client.key == thread.key if client.role == "user" else same_reply(client, thread)
+
+
+def compare(client: list[Turn], thread: list[Turn]) -> Outcome:
+    """Relate a client's history (ending with a user message) to a thread's."""
+    n = 0
+    while n < len(client) and n < len(thread) and _same(client[n], thread[n]):
+        n += 1
+    if n == len(thread) and n < len(client):
+        return Outcome("extends", n)
+    if n == len(client) == len(thread):
+        return Outcome("unanswered", n)
+    if n == len(client) and len(thread) == n + 1 and thread[n].role == "assistant":
+        return Outcome("replay", n, thread[n].text)
+    return Outcome("diverges", n)
+
+
+def fork_id(base: str, parent: str, client: list[Turn], index: int) -> str:
+    """The thread a history diverging from `parent` at `index` continues on.
+
+    The hash covers the parent, the agreed prefix and the first differing client message when it
+    is a user message; a differing assistant message (or a history that stops there) counts by
+    position only, so a regenerated reply and the turns after it land on the same fork.
+    """
+    head = [[t.role, t.key] for t in client[:index]]
+    at = client[index] if index < len(client) else None
+    marker = [at.role, at.key] if at is not None and at.role == "user" else ["assistant", None]
+    payload = json.dumps([parent, head, marker], ensure_ascii=False, separators=(",", ":"))
+    return f"{base}~{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
+
+
+def derived_key(system_texts: list[str], turns: list[Turn]) -> str:
+    """The thread key of a request that names none: a hash of its system text and first user message."""
+    first = next((t.key for t in turns if t.role == "user"), "")
+    payload = json.dumps([[" ".join(s.split()) for s in system_texts], first], ensure_ascii=False)
+    return "conv-" + hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def check_key(value: str, where: str) -> str:
+    """A thread key from a client, stripped; ValueError with the reason when it is unusable."""
+    key = value.strip()
+    if not key:
+        raise ValueError(f"{where} is empty")
+    if len(key) > MAX_KEY_LENGTH:
+        raise ValueError(f"{where} is longer than {MAX_KEY_LENGTH} characters")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in key):
+        raise ValueError(f"{where} contains control characters")
+    return key
+
+
+def storage_id(agent: str, thread_id: str) -> str:
+    """The checkpointer's thread id: threads are namespaced by the served agent's name."""
+    return f"{agent}/{thread_id}"

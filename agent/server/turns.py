@@ -1,0 +1,391 @@
+"""Running chat turns on the served agents: one turn at a time per thread, reconciled histories,
+turns that always run to their end (a timed-out or disconnected request never cuts a turn)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agent.errors import UserFacingError
+from agent.events import (
+    ApprovalRequested,
+    FinalAnswer,
+    InterventionApplied,
+    ModeDecided,
+    ReasoningDelta,
+    TokenDelta,
+    ToolCallEvent,
+    ToolResultEvent,
+    event_to_dict,
+)
+from agent.ledger import CostLedger
+from agent.messages import Message, Usage
+from agent.plant import PLANTED
+from agent.runtime import Agent, RunResult
+from agent.server.errors import ApiError
+from agent.server.threads import (
+    MAX_FORK_HOPS,
+    REPLY_SEPARATOR,
+    KeySource,
+    Turn,
+    compare,
+    fork_id,
+    is_open,
+    reply_text,
+    storage_id,
+    thread_turns,
+)
+
+log = logging.getLogger("rein.server")
+
+
+@dataclass
+class ServerConfig:
+    """Limits of the HTTP server."""
+
+    max_body_bytes: int = 4 * 1024 * 1024
+    """Largest request body accepted; larger ones get 413."""
+    request_timeout_s: float = 300.0
+    """How long a request waits for its turn (queueing included) before 504; the turn itself
+    still runs to its end and is committed."""
+    shutdown_grace_s: float = 30.0
+    """How long shutdown waits for turns still running after their request gave up."""
+
+
+@dataclass
+class TurnRequest:
+    """One chat request, resolved to an agent and a thread key."""
+
+    agent: str
+    """Served agent name."""
+    key: str
+    """Thread key (header, `user` field, or derived)."""
+    key_source: KeySource
+    """Where the key came from."""
+    turns: list[Turn]
+    """The client's surface history, ending with a user message."""
+    messages: list[Message]
+    """The messages that commit each of `turns`."""
+    stream: bool = False
+    """Whether tokens and events are queued for a stream."""
+
+
+@dataclass
+class Plan:
+    """What a request does to which thread."""
+
+    action: Literal["append", "replay", "rerun"]
+    """append new messages and run a turn; replay the last reply; rerun an unanswered turn."""
+    thread_id: str
+    """The thread (a fork of the key's thread when histories diverged)."""
+    forked_from: str | None = None
+    """The thread this one forked from, when it is a fork."""
+    messages: list[Message] = field(default_factory=list)
+    """For append: the messages to add."""
+    reply: str = ""
+    """For replay: the reply."""
+
+
+@dataclass
+class TurnOutcome:
+    """The result of one request's turn, as the client sees it."""
+
+    thread_id: str
+    """Thread id to send back (X-Rein-Thread) to continue."""
+    action: str
+    """append, replay or rerun."""
+    forked_from: str | None = None
+    """Parent thread when the conversation moved to a fork."""
+    reply: str = ""
+    """The committed reply text."""
+    reasoning: str | None = None
+    """The model's reasoning on the final answer, when it gave any."""
+    mode: str | None = None
+    """The mode the turn ran in."""
+    interventions: list[dict[str, Any]] = field(default_factory=list)
+    """Intervention records of the turn."""
+    termination: str = "agent_stop"
+    """Why the turn ended."""
+    error: str | None = None
+    """Error detail for failed turns."""
+    usage: Usage = field(default_factory=Usage)
+    """Tokens the turn used (interventions and routing included)."""
+    cost: float = 0.0
+    """Dollars the turn cost."""
+
+    @property
+    def finish_reason(self) -> str:
+        """OpenAI's finish reason: "length" when the agent ran out of steps, else "stop"."""
+        return "length" if self.termination == "max_steps" else "stop"
+
+    def failed(self) -> ApiError | None:
+        """The error to answer instead of a reply: a model failure that left no answer."""
+        if self.termination == "model_error" and not self.reply:
+            return ApiError(
+                502,
+                f"the agent's model failed: {self.error or 'unknown error'}. The user message is "
+                "kept in the thread; resend the same messages to run the turn again.",
+                type="model_error",
+                code="model_error",
+            )
+        return None
+
+    def metadata(self) -> dict[str, Any]:
+        """The `rein` field of the final response object or chunk."""
+        return {
+            "thread_id": self.thread_id,
+            "forked_from": self.forked_from,
+            "action": self.action,
+            "mode": self.mode,
+            "interventions": self.interventions,
+            "termination": self.termination,
+            "error": self.error,
+            "usage": {
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+                "requests": self.usage.requests,
+                "cost_usd": round(self.cost, 6),
+            },
+        }
+
+
+class TurnHandle:
+    """A running turn: its plan, its stream items and its outcome."""
+
+    def __init__(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.plan: asyncio.Future[Plan] = loop.create_future()
+        self.done: asyncio.Future[TurnOutcome] = loop.create_future()
+        self.items: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self.started = False
+        """Set once the agent runs; before that, a request that gives up cancels the turn."""
+        self.streamed: list[str] = []
+        self.task: asyncio.Task[None] | None = None
+
+    def put(self, kind: str, value: Any) -> None:
+        """Queue a stream item."""
+        self.items.put_nowait((kind, value))
+
+
+class KeyedLocks:
+    """One asyncio lock per key, dropped when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
+class ServerState:
+    """The served agents and the turns running on them."""
+
+    def __init__(self, agents: Mapping[str, Agent], config: ServerConfig | None = None) -> None:
+        if not agents:
+            raise UserFacingError("serve at least one agent")
+        for name, agent in agents.items():
+            if not name or not isinstance(name, str):
+                raise UserFacingError(f"served agent names must be non-empty strings, got {name!r}")
+            needing = [t.name for t in agent.tools if t.needs_approval]
+            if needing:
+                raise UserFacingError(
+                    f"agent {name!r} has tools that need human approval ({', '.join(needing)}); the "
+                    "Chat Completions protocol has no way to approve a call, so serve it without them"
+                )
+        self.agents = dict(agents)
+        self.config = config or ServerConfig()
+        self.locks = KeyedLocks()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.closing = False
+
+    def agent(self, name: str) -> Agent:
+        """The agent served under this name; 404 otherwise."""
+        agent = self.agents.get(name)
+        if agent is None:
+            raise ApiError(
+                404,
+                f"the model {name!r} does not exist; this server has: {', '.join(sorted(self.agents))}",
+                code="model_not_found",
+                param="model",
+            )
+        return agent
+
+    async def history(self, agent: str, thread_id: str) -> list[Message]:
+        """Every message of a served thread (for inspection and tests)."""
+        return await self.agent(agent).ahistory(storage_id(agent, thread_id))
+
+    async def open(self) -> None:
+        """Open every agent's checkpointer now, so a bad database fails at startup."""
+        for agent in self.agents.values():
+            await agent.__aenter__()
+
+    async def aclose(self) -> None:
+        """Wait (bounded) for running turns, then close the agents' checkpointers."""
+        self.closing = True
+        pending = set(self.tasks)
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=self.config.shutdown_grace_s)
+            for task in late:
+                log.warning("shutdown: cancelling a turn still running after %ss", self.config.shutdown_grace_s)
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        for agent in self.agents.values():
+            await agent.aclose()
+
+    # --- running turns ----------------------------------------------------------------------
+
+    def start(self, request: TurnRequest) -> TurnHandle:
+        """Start a turn in the background; the caller waits on the handle."""
+        if self.closing:
+            raise ApiError(503, "the server is shutting down", type="server_error", code="shutting_down")
+        handle = TurnHandle()
+        task = asyncio.create_task(self._run(request, handle), name=f"rein-turn:{request.key}")
+        handle.task = task
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return handle
+
+    async def _run(self, request: TurnRequest, handle: TurnHandle) -> None:
+        try:
+            agent = self.agent(request.agent)
+            async with self.locks.hold(storage_id(request.agent, request.key)):
+                plan = await self._plan(agent, request, handle)
+                handle.plan.set_result(plan)
+                outcome = await self._execute(agent, request, plan, handle)
+        except BaseException as exc:
+            _fail(handle, exc)
+            if not isinstance(exc, Exception):
+                raise
+            if not isinstance(exc, ApiError):
+                log.exception("turn on %s/%s failed", request.agent, request.key)
+            return
+        handle.done.set_result(outcome)
+        handle.put("done", outcome)
+
+    async def _plan(self, agent: Agent, request: TurnRequest, handle: TurnHandle) -> Plan:
+        thread, parent = request.key, None
+        delta_ok = request.key_source == "header" and all(t.role == "user" for t in request.turns)
+        for _ in range(MAX_FORK_HOPS):
+            sid = storage_id(request.agent, thread)
+            history = await agent.ahistory(sid)
+            if is_open(history) and await self._finish_cut_turn(agent, sid, handle):
+                history = await agent.ahistory(sid)
+            outcome = compare(request.turns, thread_turns(history))
+            if outcome.kind == "extends":
+                return Plan("append", thread, parent, request.messages[outcome.index :])
+            if outcome.kind == "replay":
+                return Plan("replay", thread, parent, reply=outcome.reply)
+            if outcome.kind == "unanswered":
+                return Plan("rerun", thread, parent)
+            if delta_ok and parent is None:
+                # A client that names its thread and sends only user messages keeps no history:
+                # its messages are new turns.
+                return Plan("append", thread, None, list(request.messages))
+            parent, thread = thread, fork_id(request.key, thread, request.turns, outcome.index)
+        raise ApiError(
+            409,
+            f"the conversation diverged from thread {request.key!r} more than {MAX_FORK_HOPS} times; "
+            "start a new thread (send a new X-Rein-Thread header)",
+            code="too_many_forks",
+        )
+
+    async def _finish_cut_turn(self, agent: Agent, sid: str, handle: TurnHandle) -> bool:
+        """Continue a turn cut off mid-way (a crash) from its checkpoint; False when it had ended."""
+        handle.started = True
+        finished = False
+        async for event in agent.astream(None, sid, stream_tokens=False):
+            finished = finished or isinstance(event, FinalAnswer)
+        return finished
+
+    async def _execute(self, agent: Agent, request: TurnRequest, plan: Plan, handle: TurnHandle) -> TurnOutcome:
+        outcome = TurnOutcome(thread_id=plan.thread_id, action=plan.action, forked_from=plan.forked_from)
+        if plan.action == "replay":
+            outcome.reply = plan.reply
+            return outcome
+        handle.started = True
+        sid = storage_id(request.agent, plan.thread_id)
+        inputs = plan.messages if plan.action == "append" else []
+        # _collect gathers the turn's ledger as the graph runs; events carry everything else.
+        collected = RunResult(thread_id=sid, output="", termination="agent_stop", messages=[], ledger=CostLedger())
+        tokens = _TokenJoiner(handle) if request.stream else None
+        final: FinalAnswer | None = None
+        async for event in agent.astream(inputs, sid, stream_tokens=request.stream, _collect=collected):
+            if isinstance(event, ModeDecided):
+                outcome.mode = event.mode
+            elif isinstance(event, InterventionApplied):
+                outcome.interventions.append({"name": event.name, "activated": event.activated, **event.record})
+            elif isinstance(event, FinalAnswer):
+                final = event
+            elif isinstance(event, ApprovalRequested):
+                outcome.termination = "interrupted"
+            if tokens is None:
+                continue
+            if isinstance(event, TokenDelta):
+                tokens.text(event.text)
+            elif isinstance(event, ReasoningDelta):
+                handle.put("reasoning", event.text)
+            elif isinstance(event, ToolCallEvent | ToolResultEvent):
+                tokens.boundary()
+            elif isinstance(event, ModeDecided | InterventionApplied):
+                handle.put("event", event_to_dict(event))
+        if final is not None:
+            outcome.termination = final.termination
+        elif outcome.termination != "interrupted":
+            outcome.termination = collected.termination
+        outcome.error = collected.error
+        outcome.usage = collected.ledger.usage
+        outcome.cost = collected.ledger.cost
+        history = await agent.ahistory(sid)
+        outcome.reply = reply_text(history)
+        last = history[-1] if history else None
+        if last is not None and last.role == "assistant" and last.reasoning and not last.metadata.get(PLANTED):
+            outcome.reasoning = last.reasoning
+        return outcome
+
+
+class _TokenJoiner:
+    """Queues answer tokens, separating the texts of assistant messages split by tool calls the
+    way `reply_text` joins them."""
+
+    def __init__(self, handle: TurnHandle) -> None:
+        self.handle = handle
+        self.broken = False
+
+    def text(self, text: str) -> None:
+        if not text:
+            return
+        if self.broken and self.handle.streamed:
+            text = REPLY_SEPARATOR + text
+        self.broken = False
+        self.handle.streamed.append(text)
+        self.handle.put("token", text)
+
+    def boundary(self) -> None:
+        self.broken = True
+
+
+def _fail(handle: TurnHandle, exc: BaseException) -> None:
+    error = exc if isinstance(exc, Exception) else ApiError(503, "the turn was cancelled", type="server_error")
+    for future in (handle.plan, handle.done):
+        if not future.done():
+            future.set_exception(error)
+            future.exception()  # marks it retrieved: nobody may be waiting any more
+    handle.put("error", error)
