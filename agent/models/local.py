@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import json
 import os
 import threading
 import time
@@ -20,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.messages import ModelRequest, ModelResponse, Usage
+from agent.messages import ModelRequest, ModelResponse, ToolCall, Usage
 from agent.models.base import Model, ModelError, StreamItem, TextDelta
 from agent.models.gguf import ModelFileError, ensure_model_file
-from agent.models.local_prompt import Plan, build_plan, parse_output
+from agent.models.local_prompt import Plan, answer_only, build_plan, parse_output
 from agent.models.toolcall_parse import AnswerStreamExtractor
 
 
@@ -220,6 +221,13 @@ class LocalModel(Model):
         try:
             with loaded.lock:
                 response = self._generate_locked(loaded, request, plan, stream, cancel, emit)
+                if plan.mode == "tools" and response.tool_calls and repeats_answered_calls(request, response):
+                    # A 0.5B model under a tool grammar tends to call the same tool again with the
+                    # same arguments after getting its result. The result is already in context,
+                    # so ask for the answer instead of looping until the step limit.
+                    again = self._generate_locked(loaded, request, answer_only(plan), stream, cancel, emit)
+                    again.usage = again.usage + response.usage
+                    response = again
             emit("done", response)
         except ModelError as exc:
             emit("error", exc)
@@ -290,6 +298,27 @@ class LocalModel(Model):
         # The criteria run once per sampled token and once more after the loop.
         usage = Usage(input_tokens=len(prompt), output_tokens=min(max(sampled - 1, 0), max_tokens), requests=1)
         return parse_output("".join(pieces), plan, finish, usage, self.name)
+
+
+def repeats_answered_calls(request: ModelRequest, response: ModelResponse) -> bool:
+    """Whether every call in the response was already made, and answered without error, in this
+    user turn (same tool, same arguments)."""
+    answered: set[tuple[str, str]] = set()
+    by_id: dict[str, tuple[str, str]] = {}
+    for m in reversed(request.messages):
+        if m.role == "user":
+            break
+        if m.role == "tool" and not m.is_error and m.tool_call_id:
+            by_id[m.tool_call_id] = ("", "")
+        for tc in m.tool_calls:
+            if tc.id in by_id:
+                answered.add(_call_key(tc))
+    return bool(answered) and all(_call_key(tc) in answered for tc in response.tool_calls)
+
+
+def _call_key(call: ToolCall) -> tuple[str, str]:
+    args = call.parsed_arguments()
+    return call.name, json.dumps(args, sort_keys=True) if args is not None else call.arguments
 
 
 def model_info(model: LocalModel) -> dict[str, Any]:

@@ -173,6 +173,17 @@ def build_plan(request: ModelRequest) -> Plan:
     return Plan(mode="plain", messages=_chat_messages(request.messages, tools_mode=False, system_extra=""))
 
 
+def answer_only(plan: Plan) -> Plan:
+    """The same prompt with the tool branch removed from the grammar: the model must answer."""
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    return Plan(mode="tools", messages=plan.messages, grammar=grammar_for(schema), tool_names=plan.tool_names)
+
+
 def parse_output(raw: str, plan: Plan, finish: str | None, usage: Usage, model: str) -> ModelResponse:
     """The typed response for the model's raw output under a plan."""
     reason: FinishReason = "length" if finish == "length" else "stop"

@@ -1,0 +1,33 @@
+"""The embedded model's guard against re-calling a tool whose result it already has."""
+
+from __future__ import annotations
+
+from agent.messages import Message, ModelRequest, ModelResponse, ToolCall
+from agent.models.local import repeats_answered_calls
+
+
+def _request(*, error: bool = False, new_turn: bool = False) -> ModelRequest:
+    call = ToolCall(id="c1", name="get_weather", arguments='{"city": "Paris"}')
+    msgs = [
+        Message.user("weather in Paris?"),
+        Message.assistant("", [call]),
+        Message.tool("c1", "get_weather", "sunny", is_error=error),
+    ]
+    if new_turn:
+        msgs.append(Message.user("and again?"))
+    return ModelRequest(messages=msgs)
+
+
+def _response(arguments: str) -> ModelResponse:
+    return ModelResponse(tool_calls=[ToolCall(name="get_weather", arguments=arguments)])
+
+
+def test_verbatim_repeat_of_an_answered_call_is_detected() -> None:
+    # key order and spacing do not matter: the arguments are compared as JSON
+    assert repeats_answered_calls(_request(), _response('{ "city":"Paris" }'))
+
+
+def test_new_arguments_failed_calls_and_new_turns_are_not_repeats() -> None:
+    assert not repeats_answered_calls(_request(), _response('{"city": "Oslo"}'))
+    assert not repeats_answered_calls(_request(error=True), _response('{"city": "Paris"}'))
+    assert not repeats_answered_calls(_request(new_turn=True), _response('{"city": "Paris"}'))
