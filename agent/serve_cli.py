@@ -114,6 +114,13 @@ def run(args: argparse.Namespace) -> int:
             "this port can use the agents; pass --api-key-file or set REIN_API_KEYS",
             file=sys.stderr,
         )
+    volatile = [name for name, agent in agents.items() if agent.checkpointer_spec == "memory"]
+    if volatile:
+        print(
+            f"rein serve: WARNING: {', '.join(volatile)} keep threads in memory only; they are lost "
+            "when the server stops (pass --db PATH to persist them)",
+            file=sys.stderr,
+        )
     shown = f"[{host}]" if ":" in host else host
     print(
         f"rein serve: {', '.join(agents)} on http://{shown}:{port}/v1 "

@@ -15,6 +15,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI, OpenAI
 
+from agent.hooks import InterventionContext, Plant
 from agent.messages import ModelRequest
 from agent.models import FunctionModel, call
 from agent.plant import surface_dialogue
@@ -67,10 +68,29 @@ async def slow(request: ModelRequest) -> str:
     return f"[{users_in(request)}] {request.messages[-1].text}"
 
 
+class Coach:
+    """An intervention that plants a note on every second turn."""
+
+    name = "coach"
+
+    async def before_turn(self, ctx: InterventionContext) -> Plant | None:
+        if ctx.turn % 2:
+            return Plant(f"Turn {ctx.turn}: keep it short.", record={"reason": "odd turn"})
+        return None
+
+
+def coached(request: ModelRequest) -> str:
+    """Says "noted" when this turn carries a planted think call."""
+    last_user = max(i for i, m in enumerate(request.messages) if m.role == "user")
+    planted = any(m.tool_calls for m in request.messages[last_user:])
+    return f"[{users_in(request)}] {'noted' if planted else request.messages[last_user].text}"
+
+
 def make_agents(db: Path) -> dict[str, Agent]:
     spec = f"sqlite:{db}"
     return {
         "bot": Agent(FunctionModel(bot), [add], checkpointer=spec, name="bot"),
+        "coach": Agent(FunctionModel(coached), checkpointer=spec, name="coach", interventions=[Coach()]),
         "flaky": Agent(FunctionModel(flaky), checkpointer=spec, name="flaky"),
         "slow": Agent(FunctionModel(slow), checkpointer=spec, name="slow"),
     }
@@ -117,7 +137,7 @@ def new_thread() -> dict[str, str]:
 
 def test_models_and_health(served: Served) -> None:
     c = client(served.url)
-    assert sorted(m.id for m in c.models.list()) == ["bot", "flaky", "slow"]
+    assert sorted(m.id for m in c.models.list()) == ["bot", "coach", "flaky", "slow"]
     assert c.models.retrieve("bot").id == "bot"
     with pytest.raises(openai.NotFoundError):
         c.models.retrieve("gpt-4o")
@@ -182,6 +202,45 @@ def test_streaming_without_usage_puts_rein_on_the_finish_chunk(served: Served) -
     assert chunks[-1].choices[0].finish_reason == "stop"
     assert chunks[-1].model_extra["rein"]["action"] == "append"
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == "[1] yo"
+
+
+def test_interventions_are_reported_and_plants_stay_out_of_the_dialogue(served: Served) -> None:
+    c = client(served.url)
+    messages = [{"role": "user", "content": "first"}]
+    r1 = c.chat.completions.create(model="coach", messages=messages)
+    assert r1.model_extra["rein"]["interventions"] == [
+        {"name": "coach", "activated": False, "turn": 0, "latency_s": pytest.approx(0, abs=1)}]
+    messages += [{"role": "assistant", "content": r1.choices[0].message.content}, {"role": "user", "content": "second"}]
+    chunks = list(c.chat.completions.create(model="coach", messages=messages, stream=True))
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert text == "[2] noted"
+    events = [ch.model_extra["rein"]["event"] for ch in chunks if "event" in (ch.model_extra or {}).get("rein", {})]
+    planted = [e for e in events if e["type"] == "intervention"]
+    assert len(planted) == 1 and planted[0]["activated"] and planted[0]["record"]["text"] == "Turn 1: keep it short."
+    final = chunks[-1].model_extra["rein"]
+    assert final["interventions"][0]["via"] == "think_tool" and final["interventions"][0]["reason"] == "odd turn"
+    # The planted think call is in the thread but not in the dialogue the client reconciles against.
+    messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "third"}]
+    r3 = c.chat.completions.create(model="coach", messages=messages)
+    assert r3.choices[0].message.content == "[3] third" and r3.model_extra["rein"]["action"] == "append"
+    thread = r3.model_extra["rein"]["thread_id"]
+    assert served.surface("coach", thread) == [(m["role"], m["content"]) for m in messages] + [("assistant", "[3] third")]
+    history = served.agents["coach"].history(storage_id("coach", thread))
+    assert sum(1 for m in history if m.metadata.get("planted_by") == "coach") == 2
+
+
+def test_a_client_that_disconnects_mid_stream_does_not_cut_the_turn(served: Served) -> None:
+    headers = new_thread()
+    body = {"model": "slow", "stream": True, "messages": [{"role": "user", "content": "bye"}]}
+    with httpx.stream("POST", f"{served.url}/v1/chat/completions", json=body, trust_env=False,
+                      headers={"Authorization": f"Bearer {KEYS[0]}", **headers}) as response:
+        assert response.status_code == 200
+        first = next(response.iter_lines())
+        assert first.startswith("data: ")
+    deadline = time.monotonic() + 5
+    while len(served.surface("slow", headers["X-Rein-Thread"])) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert served.surface("slow", headers["X-Rein-Thread"]) == [("user", "bye"), ("assistant", "[1] bye")]
 
 
 def test_thread_header_continuity_with_new_messages_only(served: Served) -> None:
