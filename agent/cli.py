@@ -76,6 +76,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # Output piped into a pager or `head` that closed early: not an error of ours.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except UserFacingError as exc:
         print(f"rein {name}: error: {exc}", file=sys.stderr)
         return 2

@@ -78,11 +78,12 @@ async def tool_dialogue(model: Any) -> bool:
 
 
 async def example_suite(model_name: str, out: str | None) -> bool:
-    """The scripted example scenarios, run and graded."""
-    try:
-        from scenarios.runner import run_suite_for_demo
-    except ImportError:
-        print("2) Example scenarios: not available in this build")
-        return True
-    print(f"2) Example scenario suite ({EXAMPLES.relative_to(EXAMPLES.parents[1])})")
-    return bool(await run_suite_for_demo(EXAMPLES, model_name, out))
+    """The mock-domain example scenarios, run and graded by `rein run`."""
+    from agent.cli import main
+
+    paths = sorted(str(p) for p in EXAMPLES.glob("mock_*.yaml"))
+    target = out or str(Path("rein-results") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}")
+    print(f"2) The example scenario suite ({len(paths)} scripted dialogues on the mock domain, graded)")
+    # run_cli is synchronous (it owns its event loop), so it runs in a worker thread here.
+    status = await asyncio.to_thread(main, ["run", *paths, "--model", model_name, "--out", target])
+    return status == 0

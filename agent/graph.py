@@ -11,6 +11,7 @@ small and readable.
 
 from __future__ import annotations
 
+import json
 import operator
 import time
 from collections.abc import Sequence
@@ -60,6 +61,7 @@ class TurnState(TypedDict, total=False):
     termination: str | None
     error: str | None
     argument_errors: dict[str, int]
+    failures: dict[str, int]
     system_suffix: str | None
 
 
@@ -98,12 +100,16 @@ class GraphDeps:
         return [t.openai_schema() for t in self.tools.values()]
 
 
+REPEATED_FAILURE_LIMIT = 3
+"""How often one identical call may fail within a turn before the turn ends (too_many_errors)."""
+
+
 def new_turn(mode: str | None = None, reason: str = "") -> TurnState:
     """The bookkeeping a user turn starts from, sent with the user's message; the mode is set when
     it is known before the turn starts (forced, or a fixed policy)."""
     return TurnState(
         mode=mode, mode_reason=reason, mode_scores={}, steps=0, termination=None, error=None,
-        argument_errors={}, system_suffix=None,
+        argument_errors={}, failures={}, system_suffix=None,
     )
 
 
@@ -257,6 +263,17 @@ def build_graph(deps: GraphDeps) -> StateGraph:
                 for c in approved
             ]
         by_id = {r.call_id: r for r in done}
+        # The same call (tool and arguments) failing again and again will not start working: a
+        # model stuck in that loop ends the turn instead of burning the step budget.
+        failures = dict(state["turn"].get("failures") or {})
+        for c in approved:
+            r = by_id.get(c.id)
+            if r is not None and r.is_error and r.error_kind in ("execution", "timeout"):
+                key = f"{c.name} {c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments, sort_keys=True)}"
+                failures[key] = failures.get(key, 0) + 1
+                if failures[key] >= REPEATED_FAILURE_LIMIT and termination is None:
+                    termination = "too_many_errors"
+                    error = f"the call {key} failed {failures[key]} times in this turn"
         results = [by_id[c.id] if c.id in by_id else rejected(c, decisions[c.id][1]) for c in calls]
         writer = get_stream_writer()
         ledger = CostLedger()
@@ -268,7 +285,7 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             if r.error_kind:
                 msg.metadata["error_kind"] = r.error_kind
             messages.append(msg.model_dump())
-        changes: dict[str, Any] = {"argument_errors": counts}
+        changes: dict[str, Any] = {"argument_errors": counts, "failures": failures}
         if termination:
             changes.update(termination=termination, error=error)
         update: dict[str, Any] = {"messages": messages, **_with(state, **changes)}

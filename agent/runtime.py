@@ -46,7 +46,8 @@ class RunResult:
     termination: str
     """Why the turn ended: agent_stop, max_steps, too_many_errors, interrupted, model_error, tool_error."""
     messages: list[Message]
-    """Messages this turn added, the user message first."""
+    """Messages this run added: for a new turn the input message(s) first, then everything the
+    graph appended; for a resume or a continue, only what was appended after it."""
     ledger: CostLedger
     """What this turn spent."""
     mode: str | None = None
@@ -170,11 +171,13 @@ class Agent:
         mode: Mode | None = None,
         stream_tokens: bool = True,
         resume: Any = None,
-        _collect: RunResult | None = None,
+        collect: RunResult | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Run one user turn and yield typed events as they happen.
 
-        message=None continues the thread from its last checkpoint (after a crash).
+        message=None continues the thread from its last checkpoint (after a crash); resume= answers
+        an approval pause. Pass a RunResult as collect= to have it filled as the run goes (messages,
+        ledger, mode, interventions, termination), as ainvoke does.
         """
         graph = await self._graph_for_loop()
         thread_id = thread_id or uuid.uuid4().hex
@@ -188,17 +191,17 @@ class Agent:
             inputs = None
         else:
             new = _as_messages(message)
-            if _collect is not None:
-                _collect.messages.extend(new)
+            if collect is not None:
+                collect.messages.extend(new)
             known = mode or (self.deps.mode_policy.mode if isinstance(self.deps.mode_policy, FixedMode) else None)
             inputs = {"messages": [m.model_dump() for m in new], "turn": new_turn()}
             if known:
                 # A forced or fixed mode is decided here, sparing the graph a superstep.
                 decided = ModeDecided(known, "forced" if mode else "fixed")
                 inputs["turn"] = new_turn(known, decided.reason)
-                if _collect is not None:
-                    _collect.events.append(decided)
-                    _collect.mode = known
+                if collect is not None:
+                    collect.events.append(decided)
+                    collect.mode = known
                 yield decided
         async for kind, chunk in graph.astream(inputs, config, stream_mode=["custom", "updates"]):
             if kind == "custom":
@@ -207,11 +210,11 @@ class Agent:
                 value = chunk["__interrupt__"][0].value
                 event = ApprovalRequested(calls=list(value.get("calls", [])))
             else:
-                if _collect is not None:
-                    _absorb(_collect, chunk)
+                if collect is not None:
+                    _absorb(collect, chunk)
                 continue
-            if _collect is not None:
-                _collect.events.append(event)
+            if collect is not None:
+                collect.events.append(event)
             yield event
 
     async def ainvoke(
@@ -224,14 +227,14 @@ class Agent:
         """Run one user turn to its end (or to an approval pause) and return the result."""
         thread_id = thread_id or uuid.uuid4().hex
         result = _empty_result(thread_id)
-        async for _ in self.astream(message, thread_id, mode=mode, stream_tokens=False, _collect=result):
+        async for _ in self.astream(message, thread_id, mode=mode, stream_tokens=False, collect=result):
             pass
         return _finish(result)
 
     async def aresume(self, thread_id: str, decision: Any = True) -> RunResult:
         """Continue a turn paused for approval: True/False, or {call_id: bool | {approved, reason}}."""
         result = _empty_result(thread_id)
-        async for _ in self.astream(None, thread_id, stream_tokens=False, resume=decision, _collect=result):
+        async for _ in self.astream(None, thread_id, stream_tokens=False, resume=decision, collect=result):
             pass
         return _finish(result)
 

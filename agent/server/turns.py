@@ -323,11 +323,11 @@ class ServerState:
         handle.started = True
         sid = storage_id(request.agent, plan.thread_id)
         inputs = plan.messages if plan.action == "append" else []
-        # _collect gathers the turn's ledger as the graph runs; events carry everything else.
+        # collect gathers the turn's ledger as the graph runs; events carry everything else.
         collected = RunResult(thread_id=sid, output="", termination="agent_stop", messages=[], ledger=CostLedger())
         tokens = _TokenJoiner(handle) if request.stream else None
         final: FinalAnswer | None = None
-        async for event in agent.astream(inputs, sid, stream_tokens=request.stream, _collect=collected):
+        async for event in agent.astream(inputs, sid, stream_tokens=request.stream, collect=collected):
             if isinstance(event, ModeDecided):
                 outcome.mode = event.mode
             elif isinstance(event, InterventionApplied):

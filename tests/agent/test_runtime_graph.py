@@ -253,3 +253,21 @@ async def test_model_errors_from_functions_are_typed() -> None:
     agent = Agent(FunctionModel(broken), checkpointer="memory")
     result = await agent.ainvoke("hi", "t")
     assert result.termination == "model_error" and "endpoint unreachable" in (result.error or "")
+
+
+async def test_the_same_failing_call_three_times_ends_the_turn() -> None:
+    @tool
+    def find_order(order_id: str) -> str:
+        """Find an order."""
+        raise ValueError("Order not found")
+
+    model = ScriptedModel([call("find_order", {"order_id": "#1"})] * 3 + [reply("unreached")])
+    agent = Agent(model, [find_order], checkpointer="memory")
+    result = await agent.ainvoke("where is #1?", "t")
+    assert result.termination == "too_many_errors"
+    assert "failed 3 times" in (result.error or "")
+    assert model.remaining == 1
+    # different arguments are a new attempt, not a repeat
+    model2 = ScriptedModel([call("find_order", {"order_id": f"#{i}"}) for i in range(3)] + [reply("none found")])
+    result2 = await Agent(model2, [find_order], checkpointer="memory").ainvoke("find any", "t")
+    assert result2.termination == "agent_stop"
