@@ -40,7 +40,7 @@ from agent.hooks import (
     ModePolicy,
     ResponseReviewer,
 )
-from agent.ledger import CostLedger, LedgerEntry, PriceTable
+from agent.ledger import CostLedger, Price, PriceTable
 from agent.messages import Message, ModelRequest, ModelResponse, ModelSettings, ToolCall
 from agent.models import base as model_base
 from agent.modes import StepLimits, offered_tools, settings_for
@@ -95,9 +95,18 @@ class GraphDeps:
     prices: PriceTable = field(default_factory=PriceTable)
     """Prices for the cost ledger."""
 
+    _prices: dict[str, Price] = field(default_factory=dict, repr=False)
+
     def schemas(self) -> list[dict[str, Any]]:
         """The tools as OpenAI function schemas."""
         return [t.openai_schema() for t in self.tools.values()]
+
+    def price(self, model: str) -> Price:
+        """The price of a model, looked up once per name."""
+        found = self._prices.get(model)
+        if found is None:
+            found = self._prices[model] = self.prices.price_for(model)
+        return found
 
 
 REPEATED_FAILURE_LIMIT = 3
@@ -217,12 +226,14 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             for reviewer in reviewers:
                 revised = await reviewer.review(ctx, request.messages, response)
                 response = revised or response
-        entry = LedgerEntry(
-            kind="model",
-            name=response.model or deps.model.name,
-            usage=response.usage,
-            cost=deps.prices.price_for(response.model or deps.model.name).cost(response.usage),
-        )
+        name = response.model or deps.model.name
+        entry = {
+            "kind": "model",
+            "name": name,
+            "usage": response.usage.model_dump(),
+            "cost": deps.price(name).cost(response.usage),
+            "label": "agent",
+        }
         message = response.to_message()
         if mode != "agentic":
             message.tool_calls = []  # no tools were offered; a hallucinated call must not dangle
@@ -235,13 +246,12 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             writer(FinalAnswer(message.text, "agent_stop"))
         return {
             "messages": [message.model_dump()],
-            "ledger": [entry.model_dump(), *(e.model_dump() for e in ledger.entries)],
+            "ledger": [entry, *(e.model_dump() for e in ledger.entries)],
             **_with(state, **changes),
         }
 
     async def run_tools(state: AgentState) -> dict[str, Any]:
-        last = Message.model_validate(state["messages"][-1])
-        calls = [CallRequest(tc.id, tc.name, tc.arguments) for tc in last.tool_calls]
+        calls = [CallRequest(tc["id"], tc["name"], tc["arguments"]) for tc in state["messages"][-1]["tool_calls"]]
         needing = [c for c in calls if (t := deps.tools.get(c.name)) is not None and t.needs_approval]
         decisions: dict[str, tuple[bool, str | None]] = {}
         if needing:
@@ -281,10 +291,13 @@ def build_graph(deps: GraphDeps) -> StateGraph:
         for r in results:
             writer(ToolResultEvent(r.call_id, r.name, r.content, r.is_error))
             ledger.book_tool(r.name, r.cost)
-            msg = Message.tool(r.call_id, r.name, r.content, r.is_error)
+            # A plain dict in Message's shape: fields left out take their defaults when read back.
+            msg: dict[str, Any] = {
+                "role": "tool", "content": r.content, "tool_call_id": r.call_id, "name": r.name, "is_error": r.is_error,
+            }
             if r.error_kind:
-                msg.metadata["error_kind"] = r.error_kind
-            messages.append(msg.model_dump())
+                msg["metadata"] = {"error_kind": r.error_kind}
+            messages.append(msg)
         changes: dict[str, Any] = {"argument_errors": counts, "failures": failures}
         if termination:
             changes.update(termination=termination, error=error)
