@@ -9,8 +9,8 @@ tools, so a turn that reaches the cap still ends with an answer.
 The graph calls `mode_step` to build each request and `step_message` to turn the response into the
 message it stores. Intermediate steps (reasoning, plan, summary) are stored as assistant messages
 whose `reasoning` holds the text and whose metadata names the step; `loops_back` tells the graph
-to call the model again after one. Mode instructions travel in the request's system message only;
-the agent's own system prompt is never changed.
+to call the model again after one. Mode instructions, and the current turn's intermediate steps,
+travel in the request's system message only; the agent's own system prompt is never changed.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ StepKind = Literal["answer", "reason", "plan", "act", "summary"]
 STEP_KEY = "rein_step"
 """Metadata key marking an intermediate step message (its value: reasoning, plan or summary)."""
 _INTERMEDIATE = ("reasoning", "plan", "summary")
-_LABELS = {"reasoning": "Reasoning", "plan": "Plan", "summary": "Summary so far"}
+_LABELS = {"reasoning": "Your reasoning so far", "plan": "Your plan", "summary": "Your summary so far"}
 
 _REASONING_RE = re.compile(r"<reasoning>(.*?)(?:</reasoning>|$)", re.S | re.I)
 _CLASSIFICATION_RE = re.compile(r"^\s*<classification>.*?</classification>\s*", re.S | re.I)
@@ -60,15 +60,15 @@ class ModeConfig:
     )
     """Added to the system message of the reasoning call."""
     answer_instruction: str = (
-        "Your reasoning is above. Now give only the final answer to the user, in one short sentence."
+        "Your reasoning is below. Now give only the final answer to the user, in one short sentence."
     )
     """Added when a second call must turn the reasoning into an answer."""
     plan_instruction: str = (
-        "Before acting, write a short plan: what you need to find out or do, which tools give it, "
-        "and which tool calls are independent so they can be made together in one step. "
-        "Do not answer yet and do not call tools now."
+        "Before acting, write a short plan as numbered steps: what you need to find out or do and "
+        "which tool gives it, and which tool calls are independent so they can be made together "
+        "in one step. Do not answer yet and do not call tools now."
     )
-    """Added to the first agentic call, which is offered no tools."""
+    """Added to the first agentic call, which is offered no tools but told their names."""
     act_instruction: str = (
         "Follow your plan. Call the tools you need; make independent calls together in one "
         "response. When you have what you need, answer the user."
@@ -85,7 +85,7 @@ class ModeConfig:
     """Added to the last allowed agentic call."""
     summary_every: int = 3
     """Tool rounds between agentic summaries; 0 turns summaries off."""
-    step_max_tokens: int | None = 256
+    step_max_tokens: int | None = 128
     """Token cap of plan and summary calls (the smaller of this and the agent's max_tokens)."""
 
 
@@ -190,6 +190,9 @@ def mode_step(
     }[kind]
     if mode == "agentic" and kind == "answer":
         instruction = config.final_instruction
+    if kind == "plan" and tools:
+        # The plan call is offered no tools, so it is told what the next calls will have.
+        instruction += "\n\nTools you will have:\n" + "\n".join(_describe(t) for t in tools)
     offered = tools if kind == "act" else []
     update: dict[str, Any] = {}
     if not offered:
@@ -197,9 +200,10 @@ def mode_step(
     if kind in ("plan", "summary") and config.step_max_tokens:
         cap = config.step_max_tokens
         update["max_tokens"] = min(cap, settings.max_tokens) if settings.max_tokens else cap
-    full_system = f"{system}\n\n{instruction}" if system else instruction
+    messages, notes = _for_model(history)
+    full_system = "\n\n".join(p for p in (system, instruction, *notes) if p)
     request = ModelRequest(
-        messages=[Message.system(full_system), *_for_model(history)],
+        messages=[Message.system(full_system), *messages],
         tools=offered,
         settings=settings.model_copy(update=update) if update else settings,
     )
@@ -243,23 +247,33 @@ def split_reasoning(text: str) -> tuple[str, str, bool]:
     return match.group(1).strip(), answer, closed
 
 
-def _for_model(history: list[Message]) -> list[Message]:
-    """History as the model sees it: this turn's intermediate steps as plain assistant text, and
-    earlier turns' intermediate steps dropped (their final answers carry the outcome)."""
+def _describe(schema: dict[str, Any]) -> str:
+    fn = schema.get("function", schema)
+    description = str(fn.get("description") or "").strip().split("\n")[0]
+    return f"- {fn.get('name', '?')}: {description}" if description else f"- {fn.get('name', '?')}"
+
+
+def _for_model(history: list[Message]) -> tuple[list[Message], list[str]]:
+    """History as the model sees it, and this turn's intermediate steps as notes.
+
+    Intermediate steps leave the message list: earlier turns' are dropped (their final answers
+    carry the outcome) and this turn's travel in the request's system message, because adapters
+    may drop the `reasoning` field and some render any assistant text as a final answer.
+    """
     start = 0
     for i in range(len(history) - 1, -1, -1):
         if history[i].role == "user":
             start = i
             break
-    out: list[Message] = []
+    messages: list[Message] = []
+    notes: list[str] = []
     for i, m in enumerate(history):
         kind = step_of(m)
         if kind is None:
-            out.append(m)
+            messages.append(m)
         elif i > start:
-            # Adapters may drop the reasoning field, so the step's text is shown as content.
-            out.append(Message.assistant(f"{_LABELS[kind]}:\n{m.reasoning or ''}"))
-    return out
+            notes.append(f"{_LABELS[kind]}:\n{m.reasoning or ''}")
+    return messages, notes
 
 
 __all__ = [

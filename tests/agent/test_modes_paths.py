@@ -84,9 +84,9 @@ async def test_reasoning_reasons_then_answers_in_two_calls() -> None:
     assert first.tools == [] and second.tools == []
     assert DEFAULT_CONFIG.reasoning_instruction in first.messages[0].text
     assert DEFAULT_CONFIG.answer_instruction in second.messages[0].text
-    # The reasoning reaches the answer call as plain assistant text, since adapters may drop `reasoning`.
-    assert second.messages[-1].role == "assistant"
-    assert "3 boxes of 4 is 12" in second.messages[-1].text
+    # The reasoning reaches the answer call in its system message, since adapters may drop `reasoning`.
+    assert [m.role for m in second.messages] == ["system", "user"]
+    assert "Your reasoning so far:\n3 boxes of 4 is 12" in second.messages[0].text
     step, answer = turn[1], turn[2]
     assert step_of(step) == "reasoning" and step.text == "" and "minus 5" in (step.reasoning or "")
     assert answer.text == "7" and not loops_back(answer)
@@ -119,9 +119,11 @@ async def test_agentic_plans_then_calls_tools_in_parallel_then_answers() -> None
     model.assert_done()
     plan_req, act_req, answer_req = model.requests
     assert plan_req.tools == [] and DEFAULT_CONFIG.plan_instruction in plan_req.messages[0].text
-    assert plan_req.settings.max_tokens == 256  # plan calls are capped below the agent's 500
+    assert "Tools you will have:\n- slow_lookup: Look a key up (slowly)." in plan_req.messages[0].text
+    assert plan_req.settings.max_tokens == 128  # plan calls are capped below the agent's 500
     assert act_req.tools == SCHEMAS and DEFAULT_CONFIG.act_instruction in act_req.messages[0].text
-    assert act_req.messages[-1].text.startswith("Plan:\nLook up a and b")
+    assert act_req.messages[0].text.endswith("Your plan:\nLook up a and b; they are independent, so call both at once.")
+    assert [m.role for m in act_req.messages] == ["system", "user"]
     assert [m.role for m in turn] == ["user", "assistant", "assistant", "tool", "tool", "assistant"]
     assert step_of(turn[1]) == "plan"
     assert [m.text for m in turn if m.role == "tool"] == ["1", "2"]
@@ -143,7 +145,8 @@ async def test_agentic_summarises_every_n_tool_rounds_without_tools() -> None:
     summary_req = model.requests[3]
     assert summary_req.tools == [] and config.summary_instruction in summary_req.messages[0].text
     assert step_of(turn[-2]) == "summary"
-    assert model.requests[4].messages[-1].text.startswith("Summary so far:")
+    assert "Your summary so far:\na is 1, b is 2" in model.requests[4].messages[0].text
+    assert "Your plan:\nplan" in model.requests[4].messages[0].text
     assert turn[-1].text == "Both found: 1 and 2."
 
 
