@@ -1,1 +1,66 @@
-"""rein interventions package."""
+"""Reasoning interventions: ReIn (reasoning inception) for conversational error recovery, and baselines.
+
+    from interventions import ReInIntervention, with_recovery_tools
+    agent = Agent(model, with_recovery_tools(tools), system_prompt, interventions=[ReInIntervention()])
+
+The protocol types come from the runtime (agent.hooks). Implementations load on first use, so
+importing this package stays light (no torch, no embeddings).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agent.hooks import Intervention, InterventionContext, Plant, PlantVia, ResponseReviewer
+
+if TYPE_CHECKING:
+    from interventions.baselines import NaivePromptInjection, SelfRefine
+    from interventions.detection import Detection, Detector
+    from interventions.error_map import ErrorMap, ErrorType, load_error_map
+    from interventions.llm_inception import LLMDetector
+    from interventions.offline import OfflineDetector
+    from interventions.recovery_tools import with_recovery_tools
+    from interventions.rein import ReInIntervention
+
+_LAZY = {
+    "ReInIntervention": "interventions.rein",
+    "NaivePromptInjection": "interventions.baselines",
+    "SelfRefine": "interventions.baselines",
+    "Detection": "interventions.detection",
+    "Detector": "interventions.detection",
+    "ErrorMap": "interventions.error_map",
+    "ErrorType": "interventions.error_map",
+    "load_error_map": "interventions.error_map",
+    "LLMDetector": "interventions.llm_inception",
+    "OfflineDetector": "interventions.offline",
+    "with_recovery_tools": "interventions.recovery_tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'interventions' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "Detection",
+    "Detector",
+    "ErrorMap",
+    "ErrorType",
+    "Intervention",
+    "InterventionContext",
+    "LLMDetector",
+    "NaivePromptInjection",
+    "OfflineDetector",
+    "Plant",
+    "PlantVia",
+    "ReInIntervention",
+    "ResponseReviewer",
+    "SelfRefine",
+    "load_error_map",
+    "with_recovery_tools",
+]

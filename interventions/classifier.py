@@ -1,0 +1,152 @@
+"""A small numpy classifier over sentence embeddings: softmax regression or a one-hidden-layer MLP.
+
+Trained full-batch with Adam and class-balanced weights; saved as a few arrays in an .npz file
+(no pickles), so the offline detector needs nothing beyond numpy at run time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.errors import UserFacingError
+
+FORMAT = "rein-turn-classifier/1"
+
+
+@dataclass
+class TurnClassifier:
+    """Label probabilities for feature rows: softmax(relu(X W1 + b1) W2 + b2), or softmax(X W + b)."""
+
+    labels: list[str]
+    """Class names, in column order."""
+    layers: list[tuple[np.ndarray, np.ndarray]]
+    """(weights, bias) per layer; ReLU between layers."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """How it was trained (features, data, hyperparameters, held-out metrics)."""
+
+    @property
+    def input_dim(self) -> int:
+        """Width of a feature row."""
+        return int(self.layers[0][0].shape[0])
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """Probabilities, one row per input row, one column per label."""
+        x = np.asarray(x, dtype=np.float32)
+        if x.ndim != 2 or x.shape[1] != self.input_dim:
+            raise ValueError(f"expected feature rows of width {self.input_dim}, got shape {x.shape}")
+        return _softmax(_forward(self.layers, x)[-1])
+
+    def save(self, path: str | Path) -> None:
+        """Write the classifier as an .npz of plain arrays."""
+        arrays: dict[str, np.ndarray] = {
+            "format": np.array(FORMAT),
+            "labels": np.array(self.labels),
+            "meta": np.array(json.dumps(self.meta, sort_keys=True)),
+        }
+        for i, (w, b) in enumerate(self.layers):
+            arrays[f"w{i}"] = w.astype(np.float32)
+            arrays[f"b{i}"] = b.astype(np.float32)
+        with Path(path).open("wb") as f:
+            np.savez_compressed(f, **arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> TurnClassifier:
+        """Read a classifier saved by save(); a clear error for anything else."""
+        try:
+            with np.load(Path(path), allow_pickle=False) as data:
+                if "format" not in data or str(data["format"]) != FORMAT:
+                    raise UserFacingError(f"{path}: not a rein turn classifier ({FORMAT})")
+                labels = [str(s) for s in data["labels"]]
+                meta = json.loads(str(data["meta"]))
+                layers = []
+                i = 0
+                while f"w{i}" in data:
+                    layers.append((data[f"w{i}"].astype(np.float32), data[f"b{i}"].astype(np.float32)))
+                    i += 1
+        except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+            raise UserFacingError(f"cannot read classifier {path}: {exc}") from None
+        if not layers or layers[-1][0].shape[1] != len(labels):
+            raise UserFacingError(f"{path}: layer shapes do not match its {len(labels)} labels")
+        for (w, b), (w2, _) in zip(layers, layers[1:], strict=False):
+            if b.shape != (w.shape[1],) or w2.shape[0] != w.shape[1]:
+                raise UserFacingError(f"{path}: inconsistent layer shapes")
+        return cls(labels=labels, layers=layers, meta=meta)
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _forward(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> list[np.ndarray]:
+    """Activations per layer: hidden layers after ReLU, the last one as logits."""
+    outs = [x]
+    for i, (w, b) in enumerate(layers):
+        z = outs[-1] @ w + b
+        outs.append(np.maximum(z, 0.0) if i < len(layers) - 1 else z)
+    return outs
+
+
+@dataclass
+class TrainConfig:
+    """Hyperparameters of train_classifier."""
+
+    hidden: int = 0
+    """Hidden units; 0 gives softmax regression."""
+    l2: float = 1e-3
+    """L2 penalty on the weights."""
+    epochs: int = 400
+    """Full-batch Adam steps."""
+    lr: float = 0.01
+    """Adam learning rate."""
+    seed: int = 0
+    """Seed for the initial weights."""
+    balanced: bool = True
+    """Weight classes inversely to their frequency."""
+
+
+def train_classifier(x: np.ndarray, y: np.ndarray, labels: list[str], config: TrainConfig | None = None) -> TurnClassifier:
+    """Fit a TurnClassifier on rows x (n, d) with integer labels y (n,)."""
+    cfg = config or TrainConfig()
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.int64)
+    n, d = x.shape
+    k = len(labels)
+    if n == 0 or y.shape != (n,) or y.min() < 0 or y.max() >= k:
+        raise ValueError("train_classifier needs non-empty rows and labels in range")
+    rng = np.random.default_rng(cfg.seed)
+    counts = np.bincount(y, minlength=k).astype(np.float64)
+    class_w = np.where(counts > 0, n / (k * np.maximum(counts, 1)), 0.0) if cfg.balanced else np.ones(k)
+    sample_w = class_w[y] / class_w[y].sum()
+    onehot = np.eye(k)[y]
+    sizes = [d, cfg.hidden, k] if cfg.hidden else [d, k]
+    layers = [
+        (rng.normal(0, np.sqrt(2.0 / a), (a, b)), np.zeros(b)) for a, b in zip(sizes, sizes[1:], strict=False)
+    ]
+    params = [p for layer in layers for p in layer]
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    for step in range(1, cfg.epochs + 1):
+        acts = _forward(layers, x)
+        grad = (_softmax(acts[-1]) - onehot) * sample_w[:, None]
+        grads: list[np.ndarray] = []
+        for i in range(len(layers) - 1, -1, -1):
+            w, _ = layers[i]
+            gw = acts[i].T @ grad + cfg.l2 * w
+            gb = grad.sum(axis=0)
+            grads = [gw, gb, *grads]
+            if i:
+                grad = (grad @ w.T) * (acts[i] > 0)
+        for j, (p, g) in enumerate(zip(params, grads, strict=True)):
+            m[j] = b1 * m[j] + (1 - b1) * g
+            v[j] = b2 * v[j] + (1 - b2) * g * g
+            p -= cfg.lr * (m[j] / (1 - b1**step)) / (np.sqrt(v[j] / (1 - b2**step)) + eps)
+    out = [(w.astype(np.float32), b.astype(np.float32)) for w, b in layers]
+    return TurnClassifier(labels=list(labels), layers=out, meta={"train": vars(cfg) | {"rows": n}})

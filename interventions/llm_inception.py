@@ -1,0 +1,148 @@
+"""The LLM inception module (the paper's setting): any rein Model diagnoses the latest user turn.
+
+A compact prompt lists the error types of the map and the agent's tools; the answer is asked for
+as JSON ({error_type, rationale}) through ModelRequest.response_format and parsed leniently, since
+small models wrap JSON in prose or misspell a label. Spend is booked under the label "inception".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from agent.hooks import InterventionContext
+from agent.messages import Message, ModelRequest, ModelSettings
+from agent.models.base import Model
+from interventions.detection import Detection
+from interventions.error_map import NO_ERROR, ErrorMap
+
+LEDGER_LABEL = "inception"
+_TURNS = 6
+_TURN_CHARS = 600
+_TOOL_CHARS = 90
+
+SYSTEM = (
+    "You check a customer-service conversation before the agent answers the user's latest message. "
+    "Decide whether that message contains one of these user errors, or none.\n"
+    "{types}\n"
+    "- none: the message is clear, consistent and within what the agent's tools can do.\n"
+    'Answer only with JSON: {{"error_type": "<one of: {names}>", "rationale": "<one sentence>"}}.'
+)
+
+
+def response_schema(labels: list[str]) -> dict[str, Any]:
+    """The structured-output schema: {error_type: enum[none + labels], rationale: string}."""
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "inception",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "error_type": {"type": "string", "enum": [NO_ERROR, *labels]},
+                    "rationale": {"type": "string"},
+                },
+                "required": ["error_type", "rationale"],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+def build_request(ctx: InterventionContext, error_map: ErrorMap, labels: list[str]) -> ModelRequest:
+    """The inception request for this turn."""
+    types = "\n".join(f"- {n}: {' '.join(error_map.error_types[n].description.split())}" for n in labels)
+    system = SYSTEM.format(types=types, names=", ".join([NO_ERROR, *labels]))
+    tools = []
+    for schema in ctx.tools:
+        fn = schema.get("function", schema)
+        desc = " ".join(str(fn.get("description", "")).split())
+        tools.append(f"- {fn.get('name')}: {desc[:_TOOL_CHARS]}")
+    turns = []
+    for m in ctx.dialogue[-_TURNS:]:
+        who = "USER" if m.role == "user" else "AGENT"
+        turns.append(f"{who}: {' '.join(m.text.split())[:_TURN_CHARS]}")
+    user = (
+        "Agent tools:\n" + ("\n".join(tools) or "(none)") + "\n\nConversation (latest last):\n"
+        + "\n".join(turns) + "\n\nClassify the latest USER message."
+    )
+    return ModelRequest(
+        messages=[Message.system(system), Message.user(user)],
+        settings=ModelSettings(temperature=0.0, max_tokens=160),
+        response_format=response_schema(labels),
+    )
+
+
+def parse_verdict(text: str, labels: list[str]) -> tuple[str, str]:
+    """(error_type, rationale) from a model answer: JSON if there is any, else the first label named."""
+    candidates = [NO_ERROR, *labels]
+    obj = first_json_object(text)
+    if obj is not None:
+        raw = str(obj.get("error_type", obj.get("type", obj.get("label", ""))))
+        label = _match_label(raw, candidates)
+        if label is not None:
+            return label, str(obj.get("rationale", ""))[:500]
+    # No usable JSON: look for a label written out in the prose (longest names first).
+    norm = _normalise(text)
+    for name in sorted(labels, key=len, reverse=True):
+        if re.search(rf"\b{re.escape(name)}\b", norm):
+            return name, text.strip()[:500]
+    return NO_ERROR, text.strip()[:500]
+
+
+def first_json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object embedded in text, or None."""
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text[match.start():])
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def _normalise(text: str) -> str:
+    return re.sub(r"[\s\-]+", "_", text.strip().lower())
+
+
+def _match_label(raw: str, candidates: list[str]) -> str | None:
+    norm = _normalise(raw)
+    if norm in candidates:
+        return norm
+    if norm in ("", "no_error", "no", "null", "ok", "clear"):
+        return NO_ERROR
+    hits = [c for c in candidates if c in norm or (len(norm) > 4 and norm in c)]
+    return max(hits, key=len) if hits else None
+
+
+class LLMDetector:
+    """Diagnoses the latest user turn with a model (by default the agent's own)."""
+
+    name = "llm"
+
+    def __init__(self, error_map: ErrorMap, model: Model | str | None = None) -> None:
+        """model: a Model, a model name for resolve_model, or None for the agent's model."""
+        self.error_map = error_map
+        self._model_spec = model
+        self._model: Model | None = model if isinstance(model, Model) else None
+
+    def model_for(self, ctx: InterventionContext) -> Model:
+        """The model that diagnoses: the configured one, else the agent's."""
+        if self._model is None and isinstance(self._model_spec, str):
+            from agent.models import resolve_model
+
+            self._model = resolve_model(self._model_spec)
+        return self._model or ctx.model
+
+    async def detect(self, ctx: InterventionContext, labels: list[str]) -> Detection:
+        if not ctx.dialogue or ctx.dialogue[-1].role != "user" or not labels:
+            return Detection(NO_ERROR, 1.0, detector=self.name)
+        model = self.model_for(ctx)
+        response = await model.complete(build_request(ctx, self.error_map, labels))
+        ctx.ledger.book_model(response.model or model.name, response.usage, label=LEDGER_LABEL)
+        error_type, rationale = parse_verdict(response.text or response.reasoning or "", labels)
+        return Detection(error_type, 1.0, rationale=rationale, detector=self.name)
