@@ -85,9 +85,10 @@ def parse_verdict(text: str, labels: list[str]) -> tuple[str, str]:
         if label is not None:
             return label, str(obj.get("rationale", ""))[:500]
     # No usable JSON: look for a label written out in the prose (longest names first).
-    norm = _normalise(text)
+    low = text.lower()
     for name in sorted(labels, key=len, reverse=True):
-        if re.search(rf"\b{re.escape(name)}\b", norm):
+        words = r"[\s_\-]+".join(re.escape(w) for w in name.split("_"))
+        if re.search(rf"(?<![a-z]){words}(?![a-z])", low):
             return name, text.strip()[:500]
     return NO_ERROR, text.strip()[:500]
 
