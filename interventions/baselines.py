@@ -22,6 +22,8 @@ from interventions.llm_inception import first_json_object
 from interventions.rein import DiagnosingIntervention
 
 SELF_REFINE_LABEL = "self_refine"
+SELF_REFINE_MARK = "[self-refine]"
+"""Starts the reasoning of a revised response (the critique), so trajectories show the revision."""
 
 
 class NaivePromptInjection(DiagnosingIntervention):
@@ -134,8 +136,13 @@ class SelfRefine:
         ctx.ledger.book_model(revised.model or ctx.model.name, revised.usage, label=SELF_REFINE_LABEL)
         final = [{"name": tc.name, "arguments": tc.arguments} for tc in revised.tool_calls]
         self.revisions.append(Revision(ctx.turn, calls, critique, revised=True, final=final))
-        # The revision's own tokens are already booked above; the graph books the draft's under "agent".
-        return revised.model_copy(update={"usage": response.usage})
+        # The critique becomes the revised step's reasoning: it was the agent's own thinking, and
+        # trajectories can tell revised steps apart. The revision's tokens are booked above; the
+        # graph books the draft's under "agent".
+        reasoning = f"{SELF_REFINE_MARK} {critique}".strip()
+        if revised.reasoning:
+            reasoning += f"\n{revised.reasoning}"
+        return revised.model_copy(update={"usage": response.usage, "reasoning": reasoning})
 
 
 def _parse_critique(text: str) -> tuple[str, str]:

@@ -65,6 +65,8 @@ async def test_self_refine_revises_a_wrong_draft_before_it_runs() -> None:
     assert CANCELLED == []  # the draft never ran
     tools_run = [m.name for m in result.messages if m.role == "tool"]
     assert tools_run == ["report_internal_error"]
+    revised = next(m for m in result.messages if m.role == "assistant" and m.tool_calls)
+    assert revised.reasoning == "[self-refine] The user did not say which order; do not guess."
     critique_request = model.requests[1]
     assert critique_request.response_format is not None and not critique_request.tools
     assert "call cancel_pending_order" in critique_request.messages[-1].text

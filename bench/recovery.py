@@ -1,0 +1,98 @@
+"""The error-recovery suite under each intervention: none, rein, npi (and self-refine on request).
+
+    python bench/recovery.py                                   # embedded model, full suite, none/rein/npi
+    python bench/recovery.py --limit 14 --interventions none,rein,npi,self-refine
+    python bench/recovery.py --model echo --limit 3            # smoke run, no model weights
+
+The suite is scenarios/recovery/suite.yaml (python -m scenarios.recovery_suite): tau2 test-split
+retail and airline tasks opened with an injected error turn (seen: vague reference, ambiguous
+interpretation, unsupported operation, unsupported parameter; unseen: contradiction, unsupported
+domain) or with their own request (controls). A run succeeds when the agent calls the right
+recovery tool and writes nothing. --limit N keeps the first N scenarios, which cover the types in
+turn. Each arm is one batch (scenarios.runner.run_batch) in OUT/ARM, resumable with --resume;
+the comparison table is printed and written to OUT/comparison.md and OUT/comparison.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from agent.errors import UserFacingError  # noqa: E402
+from agent.models import DEFAULT_MODEL, resolve_model  # noqa: E402
+from agent.plugins import INTERVENTIONS, load_intervention  # noqa: E402
+from scenarios.loading import load_scenarios  # noqa: E402
+from scenarios.orchestrator import RunOptions  # noqa: E402
+from scenarios.recovery.report import as_json, markdown, summarize_arm  # noqa: E402
+from scenarios.recovery_suite import SUITE_PATH  # noqa: E402
+from scenarios.runner import run_batch  # noqa: E402
+
+
+def arm_options(name: str, model, detector: str) -> RunOptions:  # noqa: ANN001
+    """Run options of one arm: the shared model and a fresh intervention per run."""
+    if name not in INTERVENTIONS:
+        raise UserFacingError(f"unknown intervention {name!r}; known: {', '.join(INTERVENTIONS)}")
+    options = {"detector": detector} if name in ("rein", "npi") else {}
+
+    def build() -> list:
+        made = load_intervention(name, **options)
+        return [made] if made is not None else []
+
+    return RunOptions(model=model, interventions=build)
+
+
+async def run(args: argparse.Namespace) -> int:
+    scenarios = load_scenarios(args.suite)
+    if args.limit is not None:
+        scenarios = scenarios[: args.limit]
+    arms = [a.strip() for a in args.interventions.split(",") if a.strip()]
+    model = resolve_model(args.model)
+    out = Path(args.out)
+    summaries = []
+    for arm in arms:
+        started = time.perf_counter()
+        result = await run_batch(
+            scenarios,
+            arm_options(arm, model, args.detector),
+            out / arm,
+            resume=args.resume,
+            config={"model": args.model, "intervention": arm, "detector": args.detector, "suite": str(args.suite)},
+            progress=not args.no_progress,
+        )
+        summaries.append(summarize_arm(arm, result.records))
+        print(f"{arm}: {len(result.records)} runs in {time.perf_counter() - started:.0f}s -> {out / arm}", file=sys.stderr)
+    table = markdown(summaries)
+    header = f"Model {args.model}, {len(scenarios)} scenarios from {args.suite}, detector {args.detector}.\n\n"
+    (out / "comparison.md").write_text(header + table + "\n", encoding="utf-8")
+    (out / "comparison.json").write_text(json.dumps(as_json(summaries), indent=1) + "\n", encoding="utf-8")
+    print(header + table)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"agent model (default {DEFAULT_MODEL})")
+    parser.add_argument("--limit", type=int, default=None, help="run only the first N scenarios of the suite")
+    parser.add_argument("--interventions", default="none,rein,npi", help="comma-separated arms (none, rein, npi, self-refine)")
+    parser.add_argument("--detector", default="offline", choices=["offline", "llm"], help="inception module of rein and npi")
+    parser.add_argument("--suite", type=Path, default=SUITE_PATH, help="suite file")
+    parser.add_argument("--out", default="rein-results/recovery", help="output folder (one sub-folder per arm)")
+    parser.add_argument("--resume", action="store_true", help="finish the batches in --out")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        return asyncio.run(run(args))
+    except UserFacingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
