@@ -1,1 +1,51 @@
-"""rein graphs package."""
+"""QuadGraph retrieval: a four-layer knowledge graph, its builders, retrievers (BM25, dense, PPR, GFM) and tools.
+
+Names are imported on first use, so `import graphs` never loads torch, chromadb or networkx.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "QuadGraph": "graphs.quadgraph",
+    "Layer": "graphs.quadgraph",
+    "RelationKind": "graphs.quadgraph",
+    "Passage": "graphs.corpus",
+    "Question": "graphs.corpus",
+    "Triple": "graphs.corpus",
+    "DocTriples": "graphs.corpus",
+    "load_corpus": "graphs.corpus",
+    "load_questions": "graphs.corpus",
+    "load_openie": "graphs.corpus",
+    "BuildOptions": "graphs.build",
+    "build_quadgraph": "graphs.build",
+    "extract_offline": "graphs.extract",
+    "extract_with_model": "graphs.llm_extract",
+    "save_graph": "graphs.store",
+    "load_graph": "graphs.store",
+    "to_pyg": "graphs.pyg",
+    "Hit": "graphs.retriever",
+    "Provenance": "graphs.retriever",
+    "PathStep": "graphs.retriever",
+    "Retriever": "graphs.retriever",
+    "RETRIEVERS": "graphs.retrievers",
+    "make_retriever": "graphs.retrievers",
+    "evaluate": "graphs.evaluate",
+    "retrieval_toolkit": "graphs.tool",
+    "GraphInputError": "graphs.errors",
+    "GraphStoreError": "graphs.errors",
+    "CheckpointError": "graphs.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'graphs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
