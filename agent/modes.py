@@ -1,8 +1,10 @@
 """The three modes as distinct paths through the model node, and their step caps.
 
 instant answers in one call without tools. reasoning thinks first, A²FM style: one call that
-writes `<reasoning>…</reasoning>` and then the answer; when the model stops after its reasoning,
-a second call asks for the answer. agentic writes a plan, calls tools (independent calls together
+writes `<reasoning>…</reasoning>` and then the answer (untagged reasoning that ends normally counts
+too, its last line being the answer); when the reasoning stops without an answer (cut off at the
+token cap, or a closed tag with nothing after it), a second call continues it and asks for the
+answer. agentic writes a plan, calls tools (independent calls together
 in one response), summarises every few tool rounds, and answers; its last allowed call has no
 tools, so a turn that reaches the cap still ends with an answer.
 
@@ -59,10 +61,8 @@ class ModeConfig:
         "<reasoning> and </reasoning>, then write the final answer after the closing tag."
     )
     """Added to the system message of the reasoning call."""
-    answer_instruction: str = (
-        "Your reasoning is below. Now give only the final answer to the user, in one short sentence."
-    )
-    """Added when a second call must turn the reasoning into an answer."""
+    answer_instruction: str = "Now state only the final answer, in one short sentence."
+    """Asked after the reasoning when a second call must turn it into an answer."""
     plan_instruction: str = (
         "Before acting, write a short plan as numbered steps: what you need to find out or do and "
         "which tool gives it, and which tool calls are independent so they can be made together "
@@ -83,13 +83,22 @@ class ModeConfig:
         "You have no tool calls left. Answer the user now with what you know."
     )
     """Added to the last allowed agentic call."""
+    agentic_plan: bool = True
+    """Start each agentic turn with a plan call (offered no tools)."""
     summary_every: int = 3
     """Tool rounds between agentic summaries; 0 turns summaries off."""
+    final_answer_step: bool = True
+    """Make the last allowed agentic call a tool-free answer, so a turn at its cap still answers."""
     step_max_tokens: int | None = 128
     """Token cap of plan and summary calls (the smaller of this and the agent's max_tokens)."""
 
 
-DEFAULT_CONFIG = ModeConfig()
+A2FM_MODES = ModeConfig()
+"""A²FM's paths: instant answers, reasoning thinks then answers, agentic plans, acts, summarises."""
+
+PLAIN_AGENTIC = ModeConfig(agentic_plan=False, summary_every=0, final_answer_step=False, act_instruction="")
+"""The same instant and reasoning paths, but agentic as a bare tool loop: no plan, summaries or
+added instruction, tools offered on every call (a tau2-bench-style agent)."""
 
 
 @dataclass(frozen=True)
@@ -138,7 +147,7 @@ def current_turn(history: list[Message]) -> list[Message]:
     return list(history)
 
 
-def next_kind(mode: Mode, turn: list[Message], step: int, limit: int, config: ModeConfig = DEFAULT_CONFIG) -> tuple[StepKind, bool]:
+def next_kind(mode: Mode, turn: list[Message], step: int, limit: int, config: ModeConfig = A2FM_MODES) -> tuple[StepKind, bool]:
     """Which step comes next in a mode's path, and whether it is the last call allowed."""
     last_call = step >= limit - 1
     if mode == "instant":
@@ -146,9 +155,9 @@ def next_kind(mode: Mode, turn: list[Message], step: int, limit: int, config: Mo
     if mode == "reasoning":
         reasoned = any(step_of(m) == "reasoning" for m in turn)
         return ("answer", True) if reasoned else ("reason", last_call)
-    if last_call:
+    if last_call and config.final_answer_step:
         return "answer", True
-    if not any(step_of(m) == "plan" for m in turn):
+    if config.agentic_plan and not any(step_of(m) == "plan" for m in turn):
         return "plan", False
     rounds = 0
     for m in reversed(turn):
@@ -172,7 +181,7 @@ def mode_step(
     system: str = "",
     step: int = 0,
     limit: int | None = None,
-    config: ModeConfig = DEFAULT_CONFIG,
+    config: ModeConfig = A2FM_MODES,
 ) -> ModeStep:
     """The next model call of a turn in the given mode.
 
@@ -201,9 +210,15 @@ def mode_step(
         cap = config.step_max_tokens
         update["max_tokens"] = min(cap, settings.max_tokens) if settings.max_tokens else cap
     messages, notes = _for_model(history)
+    if mode == "reasoning" and kind == "answer" and notes:
+        # The answer call continues the model's own reasoning turn and is asked, last, to conclude:
+        # small models follow a closing request better than a system line far above.
+        reasoning = "\n\n".join(n.split(":\n", 1)[-1] for n in notes)
+        messages += [Message.assistant(reasoning), Message.user(instruction)]
+        instruction, notes = "", []
     full_system = "\n\n".join(p for p in (system, instruction, *notes) if p)
     request = ModelRequest(
-        messages=[Message.system(full_system), *messages],
+        messages=[Message.system(full_system), *messages] if full_system else messages,
         tools=offered,
         settings=settings.model_copy(update=update) if update else settings,
     )
@@ -220,9 +235,17 @@ def step_message(step: ModeStep, response: ModelResponse) -> Message:
         reasoning, answer, closed = split_reasoning(text)
         if response.reasoning:
             reasoning = f"{response.reasoning}\n{reasoning}".strip()
-        if (closed and answer) or step.final:
+        tagged = _REASONING_RE.search(text) is not None
+        if response.reasoning and not tagged and text.strip():
+            message.content = text  # a model with a native reasoning channel answered in the text
+        elif (closed and answer) or step.final:
             message.content = answer if closed and answer else (reasoning if closed else text)
             message.reasoning = reasoning or None
+        elif not tagged and text.strip() and response.finish_reason != "length":
+            # Reasoning written without the tags but finished: the conclusion is its last line.
+            lines = [line for line in text.strip().splitlines() if line.strip()]
+            message.content = lines[-1].strip() if lines else ""
+            message.reasoning = "\n".join(lines[:-1]) or None
         else:
             message.content = ""
             message.reasoning = reasoning or text
@@ -277,7 +300,8 @@ def _for_model(history: list[Message]) -> tuple[list[Message], list[str]]:
 
 
 __all__ = [
-    "DEFAULT_CONFIG",
+    "A2FM_MODES",
+    "PLAIN_AGENTIC",
     "STEP_KEY",
     "ModeConfig",
     "ModeStep",

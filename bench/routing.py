@@ -1,6 +1,6 @@
 """Accuracy and cost-of-pass of always-instant, always-reasoning, always-agentic and routed.
 
-    python bench/routing.py                          # embedded model, 4 queries of each kind
+    python bench/routing.py                          # embedded model, 5 queries of each kind
     python bench/routing.py --per-kind 2 --self      # smaller, and add the self-router
     python bench/routing.py --model echo --per-kind 1  # smoke run, no model weights
 
@@ -271,8 +271,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="local:qwen2.5-coder-0.5b", help="model name (default: the embedded model)")
-    parser.add_argument("--per-kind", type=int, default=4, help="queries of each kind (trivia, GSM8K, orders)")
-    parser.add_argument("--max-tokens", type=int, default=160, help="cap on each model call's output")
+    parser.add_argument("--per-kind", type=int, default=5, help="queries of each kind (trivia, GSM8K, orders)")
+    parser.add_argument("--max-tokens", type=int, default=256, help="cap on each model call's output")
     parser.add_argument("--agentic-steps", type=int, default=6, help="agentic step cap")
     parser.add_argument("--threshold", type=float, default=0.8, help="cost-aware router threshold")
     parser.add_argument("--self", dest="self_route", action="store_true", help="also route with the model's own tag")

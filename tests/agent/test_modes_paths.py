@@ -9,7 +9,8 @@ import pytest
 from agent.messages import Message, ModelResponse, ModelSettings
 from agent.models import ScriptedModel, call, calls
 from agent.modes import (
-    DEFAULT_CONFIG,
+    A2FM_MODES,
+    PLAIN_AGENTIC,
     ModeConfig,
     StepLimits,
     loops_back,
@@ -40,7 +41,7 @@ SCHEMAS = [slow_lookup.openai_schema()]
 
 
 async def drive(model: ScriptedModel, mode: str, query: str, *, limit: int | None = None,
-                config: ModeConfig = DEFAULT_CONFIG, history: list[Message] | None = None) -> list[Message]:
+                config: ModeConfig = A2FM_MODES, history: list[Message] | None = None) -> list[Message]:
     """One turn through the mode path, the way the graph's model and tools nodes run it."""
     messages = [*(history or []), Message.user(query)]
     start = len(messages) - 1
@@ -71,7 +72,7 @@ async def test_instant_makes_one_call_without_tools() -> None:
     assert request.tools == []
     assert request.settings.tool_choice is None
     assert request.messages[0].text.startswith(SYSTEM)
-    assert DEFAULT_CONFIG.instant_instruction in request.messages[0].text
+    assert A2FM_MODES.instant_instruction in request.messages[0].text
     assert [m.role for m in turn] == ["user", "assistant"]
     assert turn[-1].text == "Paris" and turn[-1].tool_calls == []  # a hallucinated call is dropped
 
@@ -82,14 +83,41 @@ async def test_reasoning_reasons_then_answers_in_two_calls() -> None:
     model.assert_done()
     first, second = model.requests
     assert first.tools == [] and second.tools == []
-    assert DEFAULT_CONFIG.reasoning_instruction in first.messages[0].text
-    assert DEFAULT_CONFIG.answer_instruction in second.messages[0].text
-    # The reasoning reaches the answer call in its system message, since adapters may drop `reasoning`.
-    assert [m.role for m in second.messages] == ["system", "user"]
-    assert "Your reasoning so far:\n3 boxes of 4 is 12" in second.messages[0].text
+    assert A2FM_MODES.reasoning_instruction in first.messages[0].text
+    # The reasoning reaches the answer call as text, since adapters may drop the `reasoning` field.
+    assert [m.role for m in second.messages] == ["system", "user", "assistant", "user"]
+    assert second.messages[2].text == "3 boxes of 4 is 12, minus 5 leaves 7."
+    assert second.messages[3].text == A2FM_MODES.answer_instruction
     step, answer = turn[1], turn[2]
     assert step_of(step) == "reasoning" and step.text == "" and "minus 5" in (step.reasoning or "")
     assert answer.text == "7" and not loops_back(answer)
+
+
+async def test_truncated_reasoning_is_continued_by_an_answer_call() -> None:
+    cut = ModelResponse(text="First, 3 boxes of 4 apples make", finish_reason="length")
+    model = ScriptedModel([cut, "7 apples are left."])
+    turn = await drive(model, "reasoning", "3 boxes of 4 apples, 5 eaten. How many left?")
+    model.assert_done()
+    answer_req = model.requests[1]
+    # The answer call continues the reasoning as the assistant's turn and asks for the answer last.
+    assert [m.role for m in answer_req.messages] == ["system", "user", "assistant", "user"]
+    assert answer_req.messages[0].text == SYSTEM
+    assert answer_req.messages[2].text == "First, 3 boxes of 4 apples make"
+    assert answer_req.messages[3].text == A2FM_MODES.answer_instruction
+    assert turn[-1].text == "7 apples are left." and step_of(turn[1]) == "reasoning"
+
+
+async def test_untagged_reasoning_that_finishes_ends_in_one_call_with_its_last_line() -> None:
+    model = ScriptedModel(["3 boxes of 4 is 12.\n12 - 5 = 7.\n\nThe answer is 7."])
+    turn = await drive(model, "reasoning", "How many left?")
+    model.assert_done()
+    assert turn[-1].text == "The answer is 7." and turn[-1].reasoning == "3 boxes of 4 is 12.\n12 - 5 = 7."
+
+
+async def test_native_reasoning_channel_keeps_the_whole_text_answer() -> None:
+    model = ScriptedModel([ModelResponse(text="Line one.\nLine two.", reasoning="thought")])
+    turn = await drive(model, "reasoning", "q")
+    assert turn[-1].text == "Line one.\nLine two." and turn[-1].reasoning == "thought"
 
 
 async def test_reasoning_in_one_call_when_the_answer_follows_the_tag() -> None:
@@ -118,10 +146,10 @@ async def test_agentic_plans_then_calls_tools_in_parallel_then_answers() -> None
     elapsed = loop.time() - started
     model.assert_done()
     plan_req, act_req, answer_req = model.requests
-    assert plan_req.tools == [] and DEFAULT_CONFIG.plan_instruction in plan_req.messages[0].text
+    assert plan_req.tools == [] and A2FM_MODES.plan_instruction in plan_req.messages[0].text
     assert "Tools you will have:\n- slow_lookup: Look a key up (slowly)." in plan_req.messages[0].text
     assert plan_req.settings.max_tokens == 128  # plan calls are capped below the agent's 500
-    assert act_req.tools == SCHEMAS and DEFAULT_CONFIG.act_instruction in act_req.messages[0].text
+    assert act_req.tools == SCHEMAS and A2FM_MODES.act_instruction in act_req.messages[0].text
     assert act_req.messages[0].text.endswith("Your plan:\nLook up a and b; they are independent, so call both at once.")
     assert [m.role for m in act_req.messages] == ["system", "user"]
     assert [m.role for m in turn] == ["user", "assistant", "assistant", "tool", "tool", "assistant"]
@@ -155,8 +183,21 @@ async def test_agentic_last_allowed_call_has_no_tools_and_must_answer() -> None:
     turn = await drive(model, "agentic", "a?", limit=3)
     model.assert_done()
     last = model.requests[2]
-    assert last.tools == [] and DEFAULT_CONFIG.final_instruction in last.messages[0].text
+    assert last.tools == [] and A2FM_MODES.final_instruction in last.messages[0].text
     assert turn[-1].text == "a is 1" and turn[-1].tool_calls == []
+
+
+async def test_plain_agentic_is_a_bare_tool_loop() -> None:
+    model = ScriptedModel([call("slow_lookup", {"key": "a"}), call("slow_lookup", {"key": "b"}), "done"])
+    turn = await drive(model, "agentic", "a and b?", limit=3, config=PLAIN_AGENTIC)
+    model.assert_done()
+    settings = ModelSettings(max_tokens=500)
+    for request in model.requests:
+        assert request.tools == SCHEMAS and request.settings == settings
+        assert request.messages[0].text == SYSTEM  # no instruction added
+    assert [m.role for m in turn] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    bare = mode_step("agentic", [Message.user("hi")], SCHEMAS, settings, config=PLAIN_AGENTIC)
+    assert [m.role for m in bare.request.messages] == ["user"]  # no system prompt, none invented
 
 
 def test_earlier_turns_lose_their_intermediate_steps_and_the_system_prompt_is_untouched() -> None:
