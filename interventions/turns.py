@@ -181,6 +181,14 @@ def _month_day(iso: str) -> str:
 # ----- building ----------------------------------------------------------------------------------
 
 _PREFIXES = ["", "", "", "Hi. ", "Hello, ", "Hey there. ", "Good morning. ", "Hi there! "]
+# An opening user turn usually answers the agent's greeting (tau2 conversations start with one), so
+# half of the turns without a written context get one as their previous agent turn.
+_GREETINGS = [
+    "Hi! How can I help you today?",
+    "Hello, how may I assist you?",
+    "Welcome! What can I do for you today?",
+    "Hi there, thanks for reaching out. How can I help?",
+]
 _SUFFIXES = ["", "", "", " Thanks.", " Can you help?", " Thank you!", " Please."]
 _IDENTITY = {
     "retail": ["I'm {name}, zip code {zip}. ", "This is {name}. ", "My email is {email}. "],
@@ -211,6 +219,10 @@ def held_out_templates(templates: dict[str, dict[str, list[dict[str, str]]]]) ->
             ranked = sorted(rows, key=lambda r: hashlib.sha1(r["id"].encode()).hexdigest())
             held.update(r["id"] for r in ranked[: max(2, round(len(rows) * HELD_OUT_TEMPLATE_SHARE))])
     return held
+
+
+def _greeting(rng: random.Random) -> str:
+    return rng.choice(_GREETINGS) if rng.random() < 0.5 else ""
 
 
 def _fill(template: str, slots: dict[str, str]) -> str | None:
@@ -253,9 +265,9 @@ def build_turns(data_root: Path, seed: int = 13, per_template: tuple[int, int] =
                 continue
             sentences = request_sentences(str(instr.get("reason_for_call") or ""))
             if sentences:
-                add(" ".join(sentences[:2]), "", "none", domain, task["id"], "task:reason", split)
+                add(" ".join(sentences[:2]), _greeting(rng), "none", domain, task["id"], "task:reason", split)
                 for sentence in sentences[:4] if len(sentences) > 1 else []:
-                    add(sentence, "", "none", domain, task["id"], "task:reason", split)
+                    add(sentence, _greeting(rng), "none", domain, task["id"], "task:reason", split)
             identity = request_sentences(str(instr.get("known_info") or ""))
             if identity:
                 add(" ".join(identity), "Could you please share your details so I can look up your account?", "none", domain, task["id"], "task:identity", split)
@@ -276,6 +288,7 @@ def build_turns(data_root: Path, seed: int = 13, per_template: tuple[int, int] =
                         if text is None or context is None:
                             raise ValueError(f"template {entry['id']} uses a slot the {domain} domain lacks: {entry}")
                         if not entry["context"]:
+                            context = _greeting(rng)
                             prefix = rng.choice(_PREFIXES)
                             if rng.random() < 0.3:
                                 prefix += _fill(rng.choice(_IDENTITY[domain]), slots) or ""
