@@ -20,13 +20,17 @@ import argparse
 import json
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from graphs.threads import limit_threads
+# This file shares its name with the `graphs` package: keep bench/ off the import path.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+from graphs.threads import limit_threads  # noqa: E402
 
 DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "musique").resolve()
 

@@ -32,7 +32,6 @@ _EXPORTS = {
     "Retriever": "graphs.retriever",
     "RETRIEVERS": "graphs.retrievers",
     "make_retriever": "graphs.retrievers",
-    "evaluate": "graphs.evaluate",
     "retrieval_toolkit": "graphs.tool",
     "GraphInputError": "graphs.errors",
     "GraphStoreError": "graphs.errors",

@@ -5,6 +5,7 @@ Registered in tools/registry.py as "retrieval" → "graphs.tool:retrieval_toolki
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +20,23 @@ MAX_K = 20
 
 
 def retrieval_toolkit(
-    graph_dir: str | Path,
+    graph_dir: str | Path | None = None,
     retriever: str = "gfm",
     model: str | Path | None = None,
     max_chars: int = 1200,
 ) -> Toolkit:
     """A toolkit with one READ tool that retrieves passages, each with its provenance.
 
-    graph_dir: a folder written by `rein graph build`; retriever: bm25, dense, ppr or gfm;
-    model: GFM checkpoint (default: the shipped one); max_chars: passage text cut for the model.
+    graph_dir: a folder written by `rein graph build` (default: $REIN_GRAPH_DIR, so that agent
+    specs can list the toolkit by name); retriever: bm25, dense, ppr or gfm; model: GFM
+    checkpoint (default: the shipped one); max_chars: passage text cut for the model.
     """
+    graph_dir = graph_dir or os.environ.get("REIN_GRAPH_DIR")
+    if not graph_dir:
+        raise GraphInputError(
+            "the retrieval toolkit needs a graph folder: pass graph_dir=... or set REIN_GRAPH_DIR "
+            "(build one with `rein graph build`)"
+        )
     if retriever not in RETRIEVERS:
         raise GraphInputError(f"unknown retriever {retriever!r}; choose from {', '.join(RETRIEVERS)}")
     qg = load_graph(graph_dir)

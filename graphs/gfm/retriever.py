@@ -11,7 +11,7 @@ from graphs.gfm.model import GFM
 from graphs.gfm.scorer import GFMScorer, ScoredQuery
 from graphs.gfm.subgraph import SubgraphOptions
 from graphs.provenance import trace_path
-from graphs.quadgraph import QuadGraph
+from graphs.quadgraph import Layer, QuadGraph
 from graphs.retriever import Provenance, Retriever
 
 if TYPE_CHECKING:
@@ -52,6 +52,15 @@ class GFMRetriever(Retriever):
 
     def scores(self, query: str) -> np.ndarray:
         return self._score_with_context(query)[0]
+
+    def top_nodes(self, query: str, k: int = 5, layer: Layer | str = Layer.ENTITY) -> list[tuple[str, str, float]]:
+        """The k best-scored nodes of one layer in the query graph, as (node id, text, score)."""
+        scored = self._score_with_context(query)[1]
+        want = str(Layer(layer))
+        ids = self.scorer.pg.node_ids
+        nodes = [(ids[r], s) for r, s in scored.node_scores.items() if self.qg.g.nodes[ids[r]]["layer"] == want]
+        nodes.sort(key=lambda t: (-t[1], t[0]))
+        return [(n, self.qg.text(n), float(s)) for n, s in nodes[:k]]
 
     def explain(self, query: str, doc_index: int, context: Any) -> Provenance:
         scored: ScoredQuery = context

@@ -81,3 +81,11 @@ def test_build_query_and_toolkit_provenance(tmp_path: Path, capsys: pytest.Captu
 
     with pytest.raises(ToolError, match="between 1 and 20"):
         asyncio.run(tool.run(tool.parse_arguments({"query": "x", "k": 50})))
+
+
+def test_toolkit_by_name_needs_a_graph_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphs.errors import GraphInputError
+
+    monkeypatch.delenv("REIN_GRAPH_DIR", raising=False)
+    with pytest.raises(GraphInputError, match="REIN_GRAPH_DIR"):
+        load_toolkit("retrieval")

@@ -40,6 +40,15 @@ def test_retriever_returns_ranked_hits(name: str, loaded, embedder) -> None:  # 
         r.retrieve("   ", 3)
 
 
+def test_gfm_ranks_nodes_of_any_layer(loaded, embedder) -> None:  # noqa: ANN001
+    r = make_retriever("gfm", loaded, embedder)
+    ents = r.top_nodes(QUESTIONS[1][1], k=3, layer="entity")  # type: ignore[attr-defined]
+    assert len(ents) == 3 and all(n.startswith("ent:") for n, _, _ in ents)
+    assert [s for _, _, s in ents] == sorted((s for _, _, s in ents), reverse=True)
+    docs = r.top_nodes(QUESTIONS[1][1], k=2, layer="document")  # type: ignore[attr-defined]
+    assert [int(n.split(":")[1]) for n, _, _ in docs] == [h.doc_index for h in r.retrieve(QUESTIONS[1][1], 2)]
+
+
 def test_unknown_retriever_is_a_clear_error(loaded) -> None:  # noqa: ANN001
     from graphs.errors import GraphInputError
 
