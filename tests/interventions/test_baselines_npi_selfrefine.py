@@ -14,6 +14,15 @@ from tools.builtin import THINK_TOOL_NAME
 SYSTEM = "You are a retail agent."
 CANCELLED: list[str] = []
 
+def tool_loop(agent: Agent) -> Agent:
+    """A bare tau2-style tool loop (no plan or summary steps), whatever the runtime's default mode paths."""
+    if "mode_config" in getattr(type(agent.deps), "__dataclass_fields__", {}):
+        from agent.modes import PLAIN_AGENTIC
+
+        agent.deps.mode_config = PLAIN_AGENTIC
+    return agent
+
+
 
 @tool
 def cancel_pending_order(order_id: str, reason: str) -> str:
@@ -28,7 +37,7 @@ def cancel_pending_order(order_id: str, reason: str) -> str:
 
 
 def agent_with(model: ScriptedModel, intervention: object) -> Agent:
-    return Agent(model, with_recovery_tools([cancel_pending_order]), SYSTEM, interventions=[intervention], checkpointer="memory")
+    return tool_loop(Agent(model, with_recovery_tools([cancel_pending_order]), SYSTEM, interventions=[intervention], checkpointer="memory"))
 
 
 async def test_npi_appends_the_plan_to_the_system_prompt_for_that_turn_only() -> None:

@@ -22,6 +22,16 @@ from interventions.offline import (
 from interventions.turns import DATASET_PATH, read_turns
 
 
+def tool_loop(agent: Agent) -> Agent:
+    """A bare tau2-style tool loop (no plan or summary steps), whatever the runtime's default mode paths."""
+    if "mode_config" in getattr(type(agent.deps), "__dataclass_fields__", {}):
+        from agent.modes import PLAIN_AGENTIC
+
+        agent.deps.mode_config = PLAIN_AGENTIC
+    return agent
+
+
+
 def blobs(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     centres = rng.normal(0, 3, (3, 8))
@@ -93,7 +103,7 @@ def test_shipped_detector_on_clear_cases_and_inside_rein() -> None:
     assert found[0].confidence >= detector.threshold and set(found[0].scores) == set(detector.classifier.labels)
 
     model = ScriptedModel([reply("I can only help with orders."), reply("Sure.")])
-    agent = Agent(model, with_recovery_tools([]), "Retail agent.", interventions=[ReInIntervention()], checkpointer="memory")
+    agent = tool_loop(Agent(model, with_recovery_tools([]), "Retail agent.", interventions=[ReInIntervention()], checkpointer="memory"))
     planted = agent.invoke("Can you book me a hotel room in Paris for next weekend?", "t")
     clean = agent.invoke("Thanks, that's all.", "t")
     agent.close()

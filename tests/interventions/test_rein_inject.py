@@ -19,6 +19,15 @@ from tools.builtin import THINK_TOOL_NAME
 
 SYSTEM = "You are a retail agent. Follow the policy. Never guess which order the user means."
 
+def tool_loop(agent: Agent) -> Agent:
+    """A bare tau2-style tool loop (no plan or summary steps), whatever the runtime's default mode paths."""
+    if "mode_config" in getattr(type(agent.deps), "__dataclass_fields__", {}):
+        from agent.modes import PLAIN_AGENTIC
+
+        agent.deps.mode_config = PLAIN_AGENTIC
+    return agent
+
+
 
 @tool
 def cancel_pending_order(order_id: str, reason: str) -> str:
@@ -37,7 +46,7 @@ def verdict(error_type: str, rationale: str = "") -> str:
 
 def make_agent(model: ScriptedModel, interventions: list, declare: bool = True) -> Agent:
     tools = with_recovery_tools([cancel_pending_order]) if declare else [cancel_pending_order]
-    return Agent(model, tools, SYSTEM, interventions=interventions, checkpointer="memory")
+    return tool_loop(Agent(model, tools, SYSTEM, interventions=interventions, checkpointer="memory"))
 
 
 async def test_plan_enters_as_think_call_with_empty_result_before_the_model_turn() -> None:
