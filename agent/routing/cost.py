@@ -41,13 +41,13 @@ class ModeCost:
         return (self.input_tokens * price.input_per_mtok + self.output_tokens * price.output_per_mtok) / 1e6
 
 
-# Mean tokens per query of each mode, measured by `python bench/routing.py` on the embedded model
-# (local:qwen2.5-coder-0.5b) over its mixed set; see docs/routing.md. Only their order and ratios
-# matter to the policy.
+# Mean tokens per query of each mode, measured by `python bench/routing.py` (15 queries, max_tokens
+# 256) on the embedded model local:qwen2.5-coder-0.5b; see docs/routing.md. Only their order and
+# ratios matter to the policy; pass costs= for another model or workload.
 DEFAULT_MODE_COSTS: dict[str, ModeCost] = {
-    "instant": ModeCost(input_tokens=60, output_tokens=15),
-    "reasoning": ModeCost(input_tokens=150, output_tokens=180),
-    "agentic": ModeCost(input_tokens=1200, output_tokens=200),
+    "instant": ModeCost(input_tokens=70, output_tokens=63),
+    "reasoning": ModeCost(input_tokens=116, output_tokens=198),
+    "agentic": ModeCost(input_tokens=670, output_tokens=97),
 }
 
 
