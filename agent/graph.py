@@ -43,7 +43,7 @@ from agent.hooks import (
 from agent.ledger import CostLedger, Price, PriceTable
 from agent.messages import Message, ModelRequest, ModelResponse, ModelSettings, ToolCall
 from agent.models import base as model_base
-from agent.modes import StepLimits, offered_tools, settings_for
+from agent.modes import PLAIN_AGENTIC, ModeConfig, StepLimits, loops_back, mode_step, step_message
 from agent.plant import plant_messages, surface_dialogue
 from tools import CallRequest, Tool, ToolResult, execute_calls
 from tools.errors import ToolExecutionError, ToolRetryBudgetExceeded
@@ -90,6 +90,9 @@ class GraphDeps:
     """Chooses each turn's mode."""
     step_limits: StepLimits = field(default_factory=StepLimits)
     """Model calls allowed per turn, per mode."""
+    mode_config: ModeConfig = PLAIN_AGENTIC
+    """Mode paths: PLAIN_AGENTIC (agentic is a bare tool loop) or agent.modes.A2FM_MODES (A²FM:
+    plan, tool rounds, periodic summaries, answer)."""
     settings: ModelSettings = field(default_factory=ModelSettings)
     """Sampling settings for every request."""
     prices: PriceTable = field(default_factory=PriceTable)
@@ -204,20 +207,23 @@ def build_graph(deps: GraphDeps) -> StateGraph:
         turn = state["turn"]
         mode = turn.get("mode") or "agentic"
         steps = turn.get("steps", 0)
-        if steps >= deps.step_limits.for_mode(mode):  # type: ignore[arg-type]
+        limit = deps.step_limits.for_mode(mode)  # type: ignore[arg-type]
+        if steps >= limit:
             return _with(state, termination="max_steps")
         history = [Message.model_validate(m) for m in state["messages"]]
         system = deps.system_prompt
         if turn.get("system_suffix"):
             system = f"{system}\n\n{turn['system_suffix']}" if system else turn["system_suffix"]
-        request = ModelRequest(
-            messages=([Message.system(system)] if system else []) + history,
-            tools=offered_tools(mode, schemas),  # type: ignore[arg-type]
-            settings=settings_for(mode, deps.settings),  # type: ignore[arg-type]
+        step = mode_step(
+            mode,  # type: ignore[arg-type]
+            history, schemas, deps.settings, system=system, step=steps, limit=limit, config=deps.mode_config,
         )
+        request = step.request
         writer = get_stream_writer()
+        stream = writer if _cfg(config, "rein_stream_tokens") else None
         try:
-            response = await _request(deps.model, request, writer if _cfg(config, "rein_stream_tokens") else None)
+            # Intermediate steps (reasoning, plan, summary) stream as reasoning, not answer text.
+            response = await _request(deps.model, request, stream, as_reasoning=step.kind in ("reason", "plan", "summary"))
         except Exception as exc:  # any adapter failure ends the turn with a typed reason
             return _with(state, termination="model_error", error=f"{type(exc).__name__}: {exc}", steps=steps + 1)
         ledger = CostLedger()
@@ -234,13 +240,11 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             "cost": deps.price(name).cost(response.usage),
             "label": "agent",
         }
-        message = response.to_message()
-        if mode != "agentic":
-            message.tool_calls = []  # no tools were offered; a hallucinated call must not dangle
+        message = step_message(step, response)
         for tc in message.tool_calls:
             writer(ToolCallEvent(tc.id, tc.name, tc.arguments))
         changes: dict[str, Any] = {"steps": steps + 1}
-        if not message.tool_calls:
+        if not message.tool_calls and not loops_back(message):
             # An answer without tool calls is the turn's final response.
             changes["termination"] = "agent_stop"
             writer(FinalAnswer(message.text, "agent_stop"))
@@ -322,7 +326,7 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             return "end"
         if termination:
             return "finish"
-        return "tools"
+        return "model" if loops_back(state["messages"][-1]) else "tools"
 
     async def after_tools(state: AgentState) -> str:
         return "finish" if state["turn"].get("termination") else "model"
@@ -345,19 +349,23 @@ def build_graph(deps: GraphDeps) -> StateGraph:
     else:
         graph.add_conditional_edges(START, entry, {"mode": "mode", "model": "model"})
     graph.add_edge("mode", "model")
-    graph.add_conditional_edges("model", after_model, {"tools": "tools", "finish": "finish", "end": END})
+    graph.add_conditional_edges(
+        "model", after_model, {"tools": "tools", "model": "model", "finish": "finish", "end": END}
+    )
     graph.add_conditional_edges("tools", after_tools, {"model": "model", "finish": "finish"})
     graph.add_edge("finish", END)
     return graph
 
 
-async def _request(model: model_base.Model, request: ModelRequest, writer: Any) -> ModelResponse:
+async def _request(
+    model: model_base.Model, request: ModelRequest, writer: Any, *, as_reasoning: bool = False
+) -> ModelResponse:
     if writer is None:
         return await model.complete(request)
     final: ModelResponse | None = None
     async for item in model.stream(request):
         if isinstance(item, model_base.TextDelta):
-            writer(TokenDelta(item.text))
+            writer(ReasoningDelta(item.text) if as_reasoning else TokenDelta(item.text))
         elif isinstance(item, model_base.ReasoningDelta):
             writer(ReasoningDelta(item.text))
         else:
