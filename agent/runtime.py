@@ -20,7 +20,7 @@ from agent.hooks import FixedMode, Intervention, Mode, ModePolicy
 from agent.ledger import CostLedger, LedgerEntry, PriceTable
 from agent.messages import Message, ModelSettings, Usage
 from agent.models import Model, resolve_model
-from agent.modes import StepLimits
+from agent.modes import PLAIN_AGENTIC, ModeConfig, StepLimits
 from tools import Tool, Toolkit
 
 T = TypeVar("T")
@@ -89,6 +89,7 @@ class Agent:
         interventions: Sequence[Intervention] = (),
         mode_policy: ModePolicy | None = None,
         step_limits: StepLimits | None = None,
+        mode_config: ModeConfig | None = None,
         settings: ModelSettings | None = None,
         checkpointer: Any = "sqlite",
         prices: PriceTable | None = None,
@@ -106,6 +107,7 @@ class Agent:
             interventions=self.interventions,
             mode_policy=mode_policy or FixedMode("agentic"),
             step_limits=step_limits or StepLimits(),
+            mode_config=mode_config or PLAIN_AGENTIC,
             settings=settings or ModelSettings(),
             prices=prices or PriceTable(),
         )

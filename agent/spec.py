@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -42,6 +42,8 @@ class AgentSpec(BaseModel):
     """Interventions by name (rein, npi, self-refine) or with options."""
     mode: str | PluginSpec = "agentic"
     """A fixed mode (instant, reasoning, agentic) or a mode policy (self, offline, cost)."""
+    mode_paths: Literal["plain", "a2fm"] = "plain"
+    """plain: agentic is a bare tool loop; a2fm: agentic plans, acts, summarises and answers."""
     step_limits: dict[str, int] = Field(default_factory=dict)
     """Per-mode model-call caps, e.g. {agentic: 8}."""
     checkpointer: str = "sqlite"
@@ -88,6 +90,7 @@ def build_agent(source: Any, **overrides: Any) -> Any:
     from agent.hooks import Intervention
     from agent.messages import ModelSettings
     from agent.models import resolve_model
+    from agent.modes import A2FM_MODES, PLAIN_AGENTIC
     from agent.plugins import load_intervention, load_mode_policy
     from agent.runtime import Agent
 
@@ -118,6 +121,7 @@ def build_agent(source: Any, **overrides: Any) -> Any:
         interventions=interventions,
         mode_policy=load_mode_policy(mode.name, **mode.options),
         step_limits=limits,
+        mode_config=A2FM_MODES if spec.mode_paths == "a2fm" else PLAIN_AGENTIC,
         settings=ModelSettings(temperature=spec.temperature, max_tokens=spec.max_tokens),
         checkpointer=spec.checkpointer,
         name=spec.name,

@@ -110,3 +110,11 @@ def test_spec_json_and_cli_error_exit(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "You said: x" in capsys.readouterr().out
     assert main(["chat", "--spec", str(tmp_path / "missing.yaml"), "-m", "x"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_spec_selects_a2fm_mode_paths() -> None:
+    from agent.modes import A2FM_MODES, PLAIN_AGENTIC
+
+    plain = build_agent({"model": "echo", "checkpointer": "memory"})
+    a2fm = build_agent({"model": "echo", "checkpointer": "memory", "mode_paths": "a2fm"})
+    assert plain.deps.mode_config is PLAIN_AGENTIC and a2fm.deps.mode_config is A2FM_MODES
