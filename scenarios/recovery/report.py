@@ -72,6 +72,8 @@ class ArmSummary:
     """Control turns on which the intervention fired."""
     false_recovery: Rate = field(default_factory=Rate)
     """Controls on which the agent called a recovery tool."""
+    acted: Rate = field(default_factory=Rate)
+    """Runs in which the agent made any tool call (a model that never acts cannot recover)."""
     tokens: list[int] = field(default_factory=list)
     """Tokens (in + out, intervention spend included) per run."""
     terminations: dict[str, int] = field(default_factory=dict)
@@ -121,11 +123,12 @@ def summarize_arm(name: str, records: list[dict[str, Any]]) -> ArmSummary:
         arm.tokens.append(int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0)))
         db_ok = (ev.get("components") or {}).get("DB") == 1.0
         fired, record = _activated(t, name)
+        called = [tc.get("name") for m in t.get("messages", []) if m.get("source") == "agent" for tc in m.get("tool_calls") or []]
+        arm.acted.add(bool(called))
         if etype is None:
             _rate(arm.success, CONTROL).add(ok)
             _rate(arm.db_intact, CONTROL).add(db_ok)
             arm.false_activation.add(fired)
-            called = [tc.get("name") for m in t.get("messages", []) if m.get("source") == "agent" for tc in m.get("tool_calls") or []]
             arm.false_recovery.add(any(c in RECOVERY_TOOLS for c in called))
             continue
         recovered = all(c.get("met") for c in ev.get("recovery") or []) and bool(ev.get("recovery"))
@@ -178,6 +181,7 @@ def markdown(arms: list[ArmSummary]) -> str:
         "| … plan names the right tool | " + " | ".join(a.right_tool.cell() for a in arms) + " |",
         "| false activations (controls) | " + " | ".join(a.false_activation.cell() if a.name != "none" else "–" for a in arms) + " |",
         "| recovery calls on controls | " + " | ".join(a.false_recovery.cell() for a in arms) + " |",
+        "| runs with any agent tool call | " + " | ".join(a.acted.cell() for a in arms) + " |",
         "| mean tokens per run | " + " | ".join(f"{a.mean_tokens:,.0f}" for a in arms) + " |",
         "| extra tokens vs none | " + " | ".join(_extra(a, base) for a in arms) + " |",
         "| terminations | " + " | ".join(", ".join(f"{k} {v}" for k, v in sorted(a.terminations.items())) for a in arms) + " |",

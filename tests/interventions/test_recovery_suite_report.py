@@ -85,6 +85,7 @@ async def test_suite_runs_and_reports_per_arm(tmp_path: Path) -> None:
     assert none.success["control"].value == rein.success["control"].value == 1.0
     assert (rein.activation.k, rein.right_type.k, rein.right_tool.k) == (1, 1, 1)
     assert rein.false_activation.value == 0.0 and rein.false_recovery.value == 0.0
+    assert (none.acted.k, rein.acted.k, rein.acted.n) == (0, 1, 2)
     assert rein.mean_tokens > none.mean_tokens  # the inception call is counted
     table = markdown([none, rein])
     assert "| contradiction | unseen | 0% (0/1) | 100% (1/1) |" in table
