@@ -35,7 +35,7 @@ from agent.hooks import MODES  # noqa: E402
 from agent.ledger import CostLedger, PriceTable  # noqa: E402
 from agent.messages import Message, ModelSettings  # noqa: E402
 from agent.models import Model, resolve_model  # noqa: E402
-from agent.modes import StepLimits, loops_back, mode_step, step_message  # noqa: E402
+from agent.modes import A2FM_MODES, StepLimits, loops_back, mode_step, step_message  # noqa: E402
 from tools import CallRequest, Tool, ToolKind, execute_calls, tool  # noqa: E402
 from tools.builtin import calculate  # noqa: E402
 
@@ -165,6 +165,7 @@ async def drive_runtime(model: Model, tools: dict[str, Tool], mode: str, query: 
 
     agent = Agent(model, list(tools.values()), SYSTEM, step_limits=limits, settings=settings,
                   checkpointer="memory", prices=prices)
+    agent.deps.mode_config = A2FM_MODES  # the runtime's default agentic path is a bare tool loop
     started = time.perf_counter()
     try:
         result = await agent.ainvoke(query, mode=mode)  # type: ignore[arg-type]
