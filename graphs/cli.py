@@ -176,6 +176,8 @@ def _run_query(args: argparse.Namespace) -> int:
 
     if args.k < 1:
         raise UserFacingError("-k must be at least 1")
+    if not args.query.strip():
+        raise UserFacingError("the query is empty")
     qg = load_graph(args.graph)
     retriever = make_retriever(args.retriever, qg, _embedder(args), args.model)
     hits = retriever.retrieve(args.query, args.k)

@@ -85,8 +85,12 @@ async def extract_with_model_async(
     concurrency: int = 4,
     attempts: int = 2,
     progress: Callable[[int, int], None] | None = None,
+    max_tokens: int = 1024,
 ) -> LLMExtraction:
-    """Ask the model for entities and triples of every passage (retrying invalid answers)."""
+    """Ask the model for entities and triples of every passage (retrying invalid answers).
+
+    max_tokens caps each answer; a cut-off answer is invalid JSON and counts as a failed attempt.
+    """
     from agent.messages import Message, ModelRequest, ModelSettings
 
     result = LLMExtraction(docs=[DocTriples() for _ in corpus])
@@ -97,7 +101,7 @@ async def extract_with_model_async(
         nonlocal done
         request = ModelRequest(
             messages=[Message.system(SYSTEM_PROMPT), Message.user(f"Title: {passage.title}\nPassage: {passage.text}")],
-            settings=ModelSettings(temperature=0.0),
+            settings=ModelSettings(temperature=0.0, max_tokens=max_tokens),
             response_format=RESPONSE_FORMAT,
         )
         reason = ""

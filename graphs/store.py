@@ -45,9 +45,13 @@ def chroma_client(path: str | Path) -> Any:
 
 def _forget_client(path: Path) -> None:
     # chromadb caches one system per path; a rewritten folder must not be served from a stale one.
-    from chromadb.api.shared_system_client import SharedSystemClient
-
-    SharedSystemClient._identifier_to_system.pop(str(path), None)
+    try:
+        from chromadb.api.shared_system_client import SharedSystemClient
+    except ImportError:  # other chromadb versions: nothing cached to forget
+        return
+    cache = getattr(SharedSystemClient, "_identifier_to_system", None)
+    if isinstance(cache, dict):
+        cache.pop(str(path), None)
 
 
 def save_graph(qg: QuadGraph, folder: str | Path, overwrite: bool = False) -> Path:
