@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 Mode = Literal["instant", "reasoning", "agentic"]
 MODES: tuple[Mode, ...] = ("instant", "reasoning", "agentic")
 
-PlantVia = Literal["think_tool", "reasoning_block", "system_prompt"]
+PlantVia = Literal["think_tool", "reasoning_block", "tool_call", "system_prompt"]
 
 
 @dataclass
@@ -45,7 +45,13 @@ class Plant:
     """The planted reasoning (e.g. a diagnosis and recovery plan)."""
     via: PlantVia = "think_tool"
     """How it enters the context: a synthetic think-tool call (default), a reasoning block on a
-    synthetic assistant message, or, for the naive-prompt-injection baseline only, the system prompt."""
+    synthetic assistant message, a synthetic call of another tool answered by `text` (context a
+    node fetched for the agent, e.g. retrieval), or, for the naive-prompt-injection baseline only,
+    the system prompt."""
+    tool: str | None = None
+    """For via="tool_call": the tool the synthetic call names."""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    """For via="tool_call": the arguments of the synthetic call."""
     record: dict[str, Any] = field(default_factory=dict)
     """What to record in the trajectory (error type, recovery tool, scores…)."""
 

@@ -26,6 +26,15 @@ def plant_messages(plant: Plant, source: str) -> list[Message]:
         calling.metadata[PLANTED] = source
         answer.metadata[PLANTED] = source
         return [calling, answer]
+    if plant.via == "tool_call":
+        if not plant.tool:
+            raise ValueError("a tool_call plant needs the tool's name")
+        call = ToolCall(name=plant.tool, arguments=json.dumps(plant.arguments))
+        calling = Message.assistant("", [call])
+        answer = Message.tool(call.id, plant.tool, plant.text)
+        calling.metadata[PLANTED] = source
+        answer.metadata[PLANTED] = source
+        return [calling, answer]
     if plant.via == "reasoning_block":
         msg = Message.assistant("", reasoning=plant.text)
         msg.metadata[PLANTED] = source

@@ -17,6 +17,7 @@ INTERVENTIONS: dict[str, str] = {
     "rein": "interventions.rein:ReInIntervention",
     "npi": "interventions.baselines:NaivePromptInjection",
     "self-refine": "interventions.baselines:SelfRefine",
+    "retrieve": "graphs.node:RetrievalNode",
 }
 
 MODE_POLICIES: dict[str, str] = {
