@@ -6,8 +6,7 @@ torch, chromadb or llama.cpp.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from agent.lazy import lazy_exports
 
 _EXPORTS = {
     "Agent": "agent.runtime",
@@ -40,8 +39,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agent' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

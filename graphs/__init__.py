@@ -5,8 +5,7 @@ Names are imported on first use, so `import graphs` never loads torch, chromadb 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from agent.lazy import lazy_exports
 
 _EXPORTS = {
     "QuadGraph": "graphs.quadgraph",
@@ -41,10 +40,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'graphs' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -9,8 +9,7 @@ Names are imported on first use, so `import scenarios` stays light (no domains, 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from agent.lazy import lazy_exports
 
 _EXPORTS = {
     "Scenario": "scenarios.format",
@@ -29,8 +28,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'scenarios' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

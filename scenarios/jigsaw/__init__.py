@@ -5,8 +5,9 @@ Public names load on first use, so `rein jigsaw --help` and `import scenarios.ji
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agent.lazy import lazy_exports
 
 _EXPORTS = {
     "ActionFormatError": "scenarios.jigsaw.actions",
@@ -41,11 +42,7 @@ if TYPE_CHECKING:
     from scenarios.jigsaw.solver import SolverAgent
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'scenarios.jigsaw' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 __all__ = [

@@ -5,8 +5,7 @@ Names are imported on first use (the scenario format imports the error-type tabl
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from agent.lazy import lazy_exports
 
 _EXPORTS = {
     "User": "scenarios.users.base",
@@ -28,8 +27,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'scenarios.users' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
