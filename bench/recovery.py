@@ -53,7 +53,7 @@ async def run(args: argparse.Namespace) -> int:
     if args.limit is not None:
         scenarios = scenarios[: args.limit]
     arms = [a.strip() for a in args.interventions.split(",") if a.strip()]
-    model = resolve_model(args.model)
+    model = resolve_model(args.model, **({"base_url": args.base_url} if args.base_url else {}))
     out = Path(args.out)
     summaries = []
     for arm in arms:
@@ -79,6 +79,7 @@ async def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"agent model (default {DEFAULT_MODEL})")
+    parser.add_argument("--base-url", default=None, help="base URL of an OpenAI-compatible server for openai:NAME models")
     parser.add_argument("--limit", type=int, default=None, help="run only the first N scenarios of the suite")
     parser.add_argument("--interventions", default="none,rein,npi", help="comma-separated arms (none, rein, npi, self-refine)")
     parser.add_argument("--detector", default="offline", choices=["offline", "llm"], help="inception module of rein and npi")
