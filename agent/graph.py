@@ -134,6 +134,17 @@ def _turn_index(state: AgentState) -> int:
     return sum(1 for m in state["messages"] if m["role"] == "user") - 1
 
 
+EVENT_SINK = "__rein_events"
+"""Configurable key of a list that collects events when the caller is not streaming them."""
+
+
+def _emitter(config: RunnableConfig | None) -> Any:
+    """Where a node sends its events: the caller's list when it only collects them (cheaper than
+    LangGraph's custom stream), else the custom stream writer."""
+    sink = _cfg(config, EVENT_SINK)
+    return sink.append if sink is not None else get_stream_writer()
+
+
 def _cfg(config: RunnableConfig | None, key: str, default: Any = None) -> Any:
     return ((config or {}).get("configurable") or {}).get(key, default)
 
@@ -154,9 +165,9 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             ledger=ledger,
         )
 
-    async def intervene(state: AgentState) -> dict[str, Any]:
+    async def intervene(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         turn = _turn_index(state)
-        writer = get_stream_writer()
+        writer = _emitter(config)
         ledger = CostLedger()
         ctx = context(state, ledger)
         planted: list[dict[str, Any]] = []
@@ -197,7 +208,7 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             decision = ModeDecision(deps.mode_policy.mode, reason="fixed")
         else:
             decision = await deps.mode_policy.decide(context(state, ledger))
-        get_stream_writer()(ModeDecided(decision.mode, decision.reason, decision.scores))
+        _emitter(config)(ModeDecided(decision.mode, decision.reason, decision.scores))
         update = _with(state, mode=decision.mode, mode_reason=decision.reason, mode_scores=decision.scores)
         if ledger.entries:
             update["ledger"] = [e.model_dump() for e in ledger.entries]
@@ -219,7 +230,7 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             history, schemas, deps.settings, system=system, step=steps, limit=limit, config=deps.mode_config,
         )
         request = step.request
-        writer = get_stream_writer()
+        writer = _emitter(config)
         stream = writer if _cfg(config, "rein_stream_tokens") else None
         try:
             # Intermediate steps (reasoning, plan, summary) stream as reasoning, not answer text.
@@ -254,7 +265,7 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             **_with(state, **changes),
         }
 
-    async def run_tools(state: AgentState) -> dict[str, Any]:
+    async def run_tools(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         calls = [CallRequest(tc["id"], tc["name"], tc["arguments"]) for tc in state["messages"][-1]["tool_calls"]]
         needing = [c for c in calls if (t := deps.tools.get(c.name)) is not None and t.needs_approval]
         decisions: dict[str, tuple[bool, str | None]] = {}
@@ -289,7 +300,7 @@ def build_graph(deps: GraphDeps) -> StateGraph:
                     termination = "too_many_errors"
                     error = f"the call {key} failed {failures[key]} times in this turn"
         results = [by_id[c.id] if c.id in by_id else rejected(c, decisions[c.id][1]) for c in calls]
-        writer = get_stream_writer()
+        writer = _emitter(config)
         ledger = CostLedger()
         messages = []
         for r in results:
@@ -312,12 +323,12 @@ def build_graph(deps: GraphDeps) -> StateGraph:
 
     # Nodes and routers are coroutines on purpose: LangGraph runs sync ones in a thread pool, which
     # costs more than the work they do.
-    async def finish(state: AgentState) -> dict[str, Any]:
+    async def finish(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         """Ends a turn that stopped early (step limit, errors) with its reason and last answer."""
         termination = state["turn"].get("termination") or "max_steps"
         last = next((m for m in reversed(state["messages"]) if m["role"] == "assistant"), {})
         text = last.get("content", "")
-        get_stream_writer()(FinalAnswer(text if isinstance(text, str) else "", termination))
+        _emitter(config)(FinalAnswer(text if isinstance(text, str) else "", termination))
         return _with(state, termination=termination)
 
     async def after_model(state: AgentState) -> str:

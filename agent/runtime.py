@@ -15,7 +15,7 @@ from langgraph.types import Command
 
 from agent.checkpoint import open_checkpointer
 from agent.events import ApprovalRequested, FinalAnswer, ModeDecided, StreamEvent
-from agent.graph import GraphDeps, build_graph, new_turn
+from agent.graph import EVENT_SINK, GraphDeps, build_graph, new_turn
 from agent.hooks import FixedMode, Intervention, Mode, ModePolicy
 from agent.ledger import CostLedger, LedgerEntry, PriceTable
 from agent.messages import Message, ModelSettings, Usage
@@ -181,12 +181,29 @@ class Agent:
         an approval pause. Pass a RunResult as collect= to have it filled as the run goes (messages,
         ledger, mode, interventions, termination), as ainvoke does.
         """
+        async for event in self._run_turn(message, thread_id, mode, stream_tokens, resume, collect, quiet=False):
+            yield event
+
+    async def _run_turn(
+        self,
+        message: str | Message | list[Message] | None,
+        thread_id: str | None,
+        mode: Mode | None,
+        stream_tokens: bool,
+        resume: Any,
+        collect: RunResult | None,
+        *,
+        quiet: bool,
+    ) -> AsyncIterator[StreamEvent]:
         graph = await self._graph_for_loop()
         thread_id = thread_id or uuid.uuid4().hex
-        config = {
-            "configurable": {"thread_id": thread_id, "rein_mode": mode, "rein_stream_tokens": stream_tokens},
-            "recursion_limit": 4 * self.deps.step_limits.agentic + 16,
-        }
+        configurable: dict[str, Any] = {"thread_id": thread_id, "rein_mode": mode, "rein_stream_tokens": stream_tokens}
+        sink: list[StreamEvent] = []
+        if quiet:
+            # Nobody watches events as they happen: nodes append them to a list instead of
+            # LangGraph's custom stream, which costs a queue hand-off per event.
+            configurable[EVENT_SINK] = sink
+        config = {"configurable": configurable, "recursion_limit": 4 * self.deps.step_limits.agentic + 16}
         if resume is not None:
             inputs: Any = Command(resume=resume)
         elif message is None:
@@ -205,7 +222,14 @@ class Agent:
                     collect.events.append(decided)
                     collect.mode = known
                 yield decided
-        async for kind, chunk in graph.astream(inputs, config, stream_mode=["custom", "updates"]):
+        modes = ["updates"] if quiet else ["custom", "updates"]
+        async for kind, chunk in graph.astream(inputs, config, stream_mode=modes):
+            if sink:
+                for queued in sink:
+                    if collect is not None:
+                        collect.events.append(queued)
+                    yield queued
+                sink.clear()
             if kind == "custom":
                 event = chunk
             elif "__interrupt__" in chunk:
@@ -229,14 +253,14 @@ class Agent:
         """Run one user turn to its end (or to an approval pause) and return the result."""
         thread_id = thread_id or uuid.uuid4().hex
         result = _empty_result(thread_id)
-        async for _ in self.astream(message, thread_id, mode=mode, stream_tokens=False, collect=result):
+        async for _ in self._run_turn(message, thread_id, mode, False, None, result, quiet=True):
             pass
         return _finish(result)
 
     async def aresume(self, thread_id: str, decision: Any = True) -> RunResult:
         """Continue a turn paused for approval: True/False, or {call_id: bool | {approved, reason}}."""
         result = _empty_result(thread_id)
-        async for _ in self.astream(None, thread_id, stream_tokens=False, resume=decision, collect=result):
+        async for _ in self._run_turn(None, thread_id, None, False, decision, result, quiet=True):
             pass
         return _finish(result)
 
