@@ -38,7 +38,7 @@ class NaivePromptInjection(DiagnosingIntervention):
         detector: str | Detector = "offline",
         model: Model | str | None = None,
         error_map: ErrorMap | str | Path | dict[str, Any] | None = None,
-        threshold: float = 0.5,
+        threshold: float | None = None,
         detector_file: str | Path | None = None,
     ) -> None:
         super().__init__(

@@ -24,7 +24,7 @@ DETECTORS = ("offline", "llm")
 
 
 def build_detector(
-    detector: str | Detector, error_map: ErrorMap, model: Model | str | None, threshold: float, detector_file: str | Path | None
+    detector: str | Detector, error_map: ErrorMap, model: Model | str | None, threshold: float | None, detector_file: str | Path | None
 ) -> Detector:
     """A detector by name ("offline" or "llm") or the given instance."""
     if not isinstance(detector, str):
@@ -52,7 +52,7 @@ class DiagnosingIntervention:
         detector: str | Detector = "offline",
         model: Model | str | None = None,
         error_map: ErrorMap | str | Path | dict[str, Any] | None = None,
-        threshold: float = 0.5,
+        threshold: float | None = None,
         detector_file: str | Path | None = None,
     ) -> None:
         self.error_map = resolve_error_map(error_map)
@@ -105,10 +105,12 @@ class ReInIntervention(DiagnosingIntervention):
         model: Model | str | None = None,
         error_map: ErrorMap | str | Path | dict[str, Any] | None = None,
         via: PlantVia = "think_tool",
-        threshold: float = 0.5,
+        threshold: float | None = None,
         detector_file: str | Path | None = None,
     ) -> None:
-        """detector: "offline" (no LLM), "llm" (model, default the agent's) or a Detector; via: think_tool or reasoning_block."""
+        """detector: "offline" (no LLM), "llm" (model, default the agent's) or a Detector; via: think_tool
+        or reasoning_block; threshold: the offline detector's activation threshold (None: the one
+        calibrated when it was trained)."""
         if via not in ("think_tool", "reasoning_block"):
             raise ValueError(
                 f"ReIn plants reasoning as think_tool or reasoning_block, not {via!r} "

@@ -162,8 +162,12 @@ def test_plugins_load_by_name_with_keyword_options() -> None:
     assert isinstance(load_intervention("npi", detector="llm"), NaivePromptInjection)
     assert isinstance(load_intervention("self-refine"), SelfRefine)
     assert load_intervention("none") is None
-    # Defaults: the offline detector, loaded lazily (constructing it reads no file and no model).
-    assert load_intervention("rein").detector.name == "offline"
+    # Defaults: the offline detector, loaded lazily (constructing it reads no file and no model),
+    # with the activation threshold calibrated at training time unless one is given.
+    default = load_intervention("rein").detector
+    assert default.name == "offline" and default._classifier is None
+    assert default.threshold == default.classifier.meta["threshold"]
+    assert load_intervention("npi", threshold=0.6).detector.threshold == 0.6
 
 
 def test_bad_options_are_clear_errors() -> None:
