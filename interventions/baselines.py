@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from agent.hooks import InterventionContext, Plant, PlantVia
 from agent.messages import Message, ModelRequest, ModelResponse, ModelSettings
-from agent.models.base import Model
-from interventions.detection import Detector
-from interventions.error_map import ErrorMap
 from interventions.llm_inception import first_json_object
 from interventions.rein import DiagnosingIntervention
 
@@ -31,19 +27,6 @@ class NaivePromptInjection(DiagnosingIntervention):
 
     name = "npi"
     via: PlantVia = "system_prompt"
-
-    def __init__(
-        self,
-        *,
-        detector: str | Detector = "offline",
-        model: Model | str | None = None,
-        error_map: ErrorMap | str | Path | dict[str, Any] | None = None,
-        threshold: float | None = None,
-        detector_file: str | Path | None = None,
-    ) -> None:
-        super().__init__(
-            detector=detector, model=model, error_map=error_map, threshold=threshold, detector_file=detector_file
-        )
 
     async def before_turn(self, ctx: InterventionContext) -> Plant | None:
         plant = await super().before_turn(ctx)
