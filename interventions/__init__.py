@@ -9,9 +9,10 @@ importing this package stays light (no torch, no embeddings).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agent.hooks import Intervention, InterventionContext, Plant, PlantVia, ResponseReviewer
+from agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from interventions.baselines import NaivePromptInjection, SelfRefine
@@ -37,13 +38,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'interventions' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [
