@@ -23,14 +23,17 @@ from scenarios.domains.airline_db import (
     Reservation,
 )
 from scenarios.domains.common import (
-    TRANSFER_MESSAGE,
-    calculate,
     describe,
     parse_model,
     require_list,
     resolve_key,
 )
-from scenarios.domains.environment import DomainEnvironment, domain_tool, validate_record
+from scenarios.domains.environment import (
+    DomainEnvironment,
+    GenericTools,
+    domain_tool,
+    validate_record,
+)
 from tools.errors import ToolError
 
 NEW_RESERVATION_IDS = ("HATHAT", "HATHAU", "HATHAV")
@@ -47,7 +50,7 @@ _CABIN = TypeAdapter(CabinClass)
 _INT = TypeAdapter(int)
 
 
-class AirlineEnvironment(DomainEnvironment):
+class AirlineEnvironment(GenericTools, DomainEnvironment):
     """Airline domain: a flight reservation desk."""
 
     name = "airline"
@@ -175,16 +178,6 @@ class AirlineEnvironment(DomainEnvironment):
     def get_flight_status(self, flight_number: str, date: str) -> str:
         """Status of a flight on a date."""
         return self._flight_date(flight_number, date)["status"]  # type: ignore[no-any-return]
-
-    @domain_tool()
-    def calculate(self, expression: str) -> str:
-        """Evaluate an arithmetic expression, rounded to 2 decimals."""
-        return calculate(expression)
-
-    @domain_tool()
-    def transfer_to_human_agents(self, summary: str) -> str:
-        """Transfer the user to a human agent."""
-        return TRANSFER_MESSAGE
 
     # ----- write tools -------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ValidationError
 
 from scenarios.canonical import json_clone
+from scenarios.domains.common import TRANSFER_MESSAGE, calculate
 from scenarios.domains.data import ToolSpec, tool_specs
 from scenarios.domains.store import Snapshot, TableStore
 from scenarios.tau2_tasks import EnvAssertion, HistoryMessage, InitialState
@@ -382,3 +383,17 @@ def _parse_content(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError:
         return text
+
+
+class GenericTools:
+    """The GENERIC tools retail and airline share: calculate and transfer_to_human_agents."""
+
+    @domain_tool()
+    def calculate(self, expression: str) -> str:
+        """Evaluate an arithmetic expression, rounded to 2 decimals."""
+        return calculate(expression)
+
+    @domain_tool()
+    def transfer_to_human_agents(self, summary: str) -> str:
+        """Transfer the user to a human agent."""
+        return TRANSFER_MESSAGE

@@ -9,15 +9,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from scenarios.domains.common import TRANSFER_MESSAGE, calculate, fold, parse_model, require_list
-from scenarios.domains.environment import DomainEnvironment, domain_tool
+from scenarios.domains.common import fold, parse_model, require_list
+from scenarios.domains.environment import DomainEnvironment, GenericTools, domain_tool
 from scenarios.domains.retail_db import TABLES, RetailDB, UserAddress
 from tools.errors import ToolError
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 
 
-class RetailEnvironment(DomainEnvironment):
+class RetailEnvironment(GenericTools, DomainEnvironment):
     """Retail domain: an online store's customer-service back office."""
 
     name = "retail"
@@ -124,16 +124,6 @@ class RetailEnvironment(DomainEnvironment):
         """Product name → product id for all products, as JSON text sorted by name."""
         names = {p["name"]: p["product_id"] for p in self.store.table("products").values()}
         return json.dumps(names, sort_keys=True)
-
-    @domain_tool()
-    def calculate(self, expression: str) -> str:
-        """Evaluate an arithmetic expression, rounded to 2 decimals."""
-        return calculate(expression)
-
-    @domain_tool()
-    def transfer_to_human_agents(self, summary: str) -> str:
-        """Transfer the user to a human agent."""
-        return TRANSFER_MESSAGE
 
     # ----- write tools -------------------------------------------------------------------
 
