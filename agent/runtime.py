@@ -112,6 +112,9 @@ class Agent:
             prices=prices or PriceTable(),
         )
         self.checkpointer_spec = checkpointer
+        # A durable checkpointer commits each step before the next one starts, so a process killed
+        # inside a tool never loses the model step that asked for it; memory has nothing to lose.
+        self._durability = "async" if checkpointer == "memory" else "sync"
         self._graph = build_graph(self.deps)
         self._compiled: dict[asyncio.AbstractEventLoop, Any] = {}
         self._stacks: dict[asyncio.AbstractEventLoop, contextlib.AsyncExitStack] = {}
@@ -223,7 +226,7 @@ class Agent:
                     collect.mode = known
                 yield decided
         modes = ["updates"] if quiet else ["custom", "updates"]
-        async for kind, chunk in graph.astream(inputs, config, stream_mode=modes):
+        async for kind, chunk in graph.astream(inputs, config, stream_mode=modes, durability=self._durability):
             if sink:
                 for queued in sink:
                     if collect is not None:
