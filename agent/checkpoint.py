@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agent.errors import UserFacingError
 
@@ -27,37 +28,59 @@ def describe(spec: Any) -> str:
     return spec if isinstance(spec, str) else type(spec).__name__
 
 
+@dataclass(frozen=True)
+class Location:
+    """Where a checkpointer spec keeps its data, for side tables that live beside the checkpoints."""
+
+    kind: Literal["memory", "sqlite", "postgres", "custom"]
+    """memory, sqlite, postgres, or custom (a ready saver object: rein cannot open its database)."""
+    target: str | None = None
+    """The SQLite file path or the Postgres connection string; None for memory and custom."""
+
+
+def locate(spec: Any) -> Location:
+    """The database a checkpointer spec names, without opening it; errors as open_checkpointer's."""
+    if spec is None or spec == "sqlite":
+        return Location("sqlite", str(default_sqlite_path()))
+    if not isinstance(spec, str | os.PathLike):
+        return Location("custom")
+    text = os.fspath(spec)
+    if text == "memory":
+        return Location("memory")
+    if text.startswith(("postgres://", "postgresql://")):
+        return Location("postgres", text)
+    path = Path(text.removeprefix("sqlite:"))
+    if not text.startswith("sqlite:") and path.suffix not in (".sqlite", ".db", ".sqlite3"):
+        raise UserFacingError(
+            f"unknown checkpointer {text!r}: use memory, sqlite[:PATH], a .sqlite path, or postgres://…"
+        )
+    return Location("sqlite", str(path))
+
+
 async def open_checkpointer(spec: Any, stack: contextlib.AsyncExitStack) -> Any:
     """Open a checkpointer in the running event loop; resources close with the stack.
 
     spec: "memory"; "sqlite" (default path) or "sqlite:PATH" or a path ending in .sqlite/.db;
     "postgres://…" / "postgresql://…" (needs the `postgres` extra); or a ready saver object.
     """
-    if spec is None or spec == "sqlite":
-        spec = f"sqlite:{default_sqlite_path()}"
-    if not isinstance(spec, str | os.PathLike):
+    where = locate(spec)
+    if where.kind == "custom":
         return spec
-    text = os.fspath(spec)
-    if text == "memory":
+    if where.kind == "memory":
         from langgraph.checkpoint.memory import InMemorySaver
 
         return InMemorySaver()
-    if text.startswith(("postgres://", "postgresql://")):
+    if where.kind == "postgres":
         try:
             from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
         except ImportError:
             raise UserFacingError(
                 "Postgres checkpointing needs the postgres extra: pip install 'rein-runtime[postgres]'"
             ) from None
-        saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(text))
+        saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(where.target))
         await saver.setup()
         return saver
-    path = Path(text.removeprefix("sqlite:"))
-    if not text.startswith("sqlite:") and path.suffix not in (".sqlite", ".db", ".sqlite3"):
-        raise UserFacingError(
-            f"unknown checkpointer {text!r}: use memory, sqlite[:PATH], a .sqlite path, or postgres://…"
-        )
-    return await _open_sqlite(path, stack)
+    return await _open_sqlite(Path(where.target or ""), stack)
 
 
 async def _open_sqlite(path: Path, stack: contextlib.AsyncExitStack) -> Any:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pg_cluster import postgres_url  # noqa: F401  (a session fixture for every test)
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
