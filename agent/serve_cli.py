@@ -26,7 +26,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     parser.add_argument(
         "--api-key-file", metavar="FILE",
-        help="bearer keys, one a line; REIN_API_KEYS (comma separated) adds more. No keys: open server",
+        help="bearer keys, one a line: KEY (its own tenant) or TENANT: KEY (keys of one tenant share "
+        "threads); REIN_API_KEYS (comma separated, same forms) adds more. No keys: open server",
+    )
+    parser.add_argument(
+        "--cors-origin", action="append", default=[], metavar="ORIGIN",
+        help="let browser apps on ORIGIN (e.g. https://chat.example.com, or *) call the API; "
+        "repeat for several. Default: no CORS headers",
     )
     parser.add_argument(
         "--db", metavar="PATH",
@@ -105,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes, request_timeout_s=args.request_timeout,
         shutdown_grace_s=args.shutdown_grace,
     )
-    app = create_app(agents, api_keys=keys, config=config)
+    app = create_app(agents, api_keys=keys, config=config, cors_origins=args.cors_origin)
     sock = bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     if not keys and args.host not in LOOPBACK:
@@ -122,9 +128,12 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     shown = f"[{host}]" if ":" in host else host
+    tenants = len({k.tenant_id for k in keys})
+    auth = f"auth on, {tenants} tenant{'s' if tenants != 1 else ''}" if keys else "auth off"
+    cors = f"; CORS: {', '.join(args.cors_origin)}" if args.cors_origin else ""
     print(
         f"rein serve: {', '.join(agents)} on http://{shown}:{port}/v1 "
-        f"(auth {'on' if keys else 'off'}; threads: {args.db or 'per spec'})",
+        f"({auth}; threads: {args.db or 'per spec'}{cors})",
         flush=True,
     )
     server = uvicorn.Server(

@@ -37,7 +37,7 @@ from agent.messages import ModelRequest
 from agent.models import FunctionModel
 from agent.plant import surface_dialogue
 from agent.runtime import Agent
-from agent.server import BackgroundServer, ServerConfig, create_app, storage_id
+from agent.server import BackgroundServer, ServerConfig, create_app, key_id, storage_id
 
 AGENT = "bench"
 KEY = "bench-key"
@@ -179,7 +179,7 @@ def verify(db: Path, conversations: list[Conversation], turns: int) -> list[str]
             if len(conv.thread_ids) != 1:
                 problems.append(f"conversation {conv.index} used threads {sorted(conv.thread_ids)}")
                 continue
-            history = agent.history(storage_id(AGENT, next(iter(conv.thread_ids))))
+            history = agent.history(storage_id(AGENT, next(iter(conv.thread_ids)), key_id(KEY)))
             got = [(m.role, m.text) for m in surface_dialogue(history)]
             want = []
             for t in range(turns):

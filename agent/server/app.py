@@ -18,7 +18,8 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent.runtime import Agent
-from agent.server.auth import ApiKeys
+from agent.server.auth import ApiKey, ApiKeys
+from agent.server.cors import add_cors
 from agent.server.errors import ApiError, bad_request, error_body
 from agent.server.schema import (
     ChatRequest,
@@ -48,18 +49,22 @@ def json_response(obj: Any, status: int = 200, headers: Mapping[str, str] | None
 def create_app(
     agents: Mapping[str, Agent],
     *,
-    api_keys: Iterable[str] = (),
+    api_keys: Iterable[str | ApiKey] | Mapping[str, str | None] = (),
     config: ServerConfig | None = None,
+    cors_origins: Iterable[str] = (),
 ) -> FastAPI:
     """An app serving each agent under its mapping key as a model.
 
-    api_keys: accepted bearer keys; none means an open server. The app's lifespan opens the
-    agents' checkpointers at startup and, at shutdown, waits for running turns and closes them;
-    when mounting the app, run `app.state.rein.open()` / `aclose()` from the parent's lifespan (or
-    pass `lifespan=rein_app.router.lifespan_context`).
+    api_keys: accepted bearer keys (a plain key is its own tenant; `ApiKey(key, tenant=NAME)`
+    entries, or a key → tenant-name mapping, let several keys share one tenant's threads); none
+    means an open server. cors_origins: browser origins allowed to call the app (`*` for any);
+    none leaves CORS off. The app's lifespan opens the agents' checkpointers at startup and, at
+    shutdown, waits for running turns and closes them; when mounting the app, run
+    `app.state.rein.open()` / `aclose()` from the parent's lifespan (or pass
+    `lifespan=rein_app.router.lifespan_context`).
     """
-    state = ServerState(agents, config)
     keys = ApiKeys(api_keys)
+    state = ServerState(agents, config, keys)
     cfg = state.config
 
     @contextlib.asynccontextmanager
@@ -72,6 +77,7 @@ def create_app(
 
     app = FastAPI(title="rein", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.rein = state
+    add_cors(app, cors_origins)
 
     @app.exception_handler(ApiError)
     async def _api_error(_request: Request, exc: ApiError) -> Response:
@@ -87,8 +93,8 @@ def create_app(
         log.exception("unexpected error")
         return json_response(error_body(f"internal error: {type(exc).__name__}", type="server_error"), 500)
 
-    def authorize(request: Request) -> None:
-        keys.check(request.headers.get("authorization"))
+    def authorize(request: Request) -> str | None:
+        return keys.check(request.headers.get("authorization"))
 
     @app.get("/healthz")
     async def healthz() -> Response:
@@ -105,8 +111,8 @@ def create_app(
         state.agent(model_id)
         return json_response(_model_card(model_id))
 
-    @app.post("/v1/chat/completions", dependencies=[Depends(authorize)])
-    async def chat_completions(request: Request) -> Response:
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request, tenant: str | None = Depends(authorize)) -> Response:
         body = await read_body(request, cfg.max_body_bytes)
         chat = parse_request(body)
         state.agent(chat.model)
@@ -114,7 +120,7 @@ def create_app(
         key, source = thread_key(request, chat, system, turns)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + cfg.request_timeout_s
-        handle = state.start(TurnRequest(chat.model, key, source, turns, messages, stream=chat.stream))
+        handle = state.start(TurnRequest(chat.model, key, source, tenant, turns, messages, stream=chat.stream))
         if chat.stream:
             plan = await _wait(handle, handle.plan, deadline, cfg.request_timeout_s)
             return StreamingResponse(

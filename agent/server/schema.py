@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from typing import Annotated, Any, Literal
@@ -12,6 +13,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from agent.messages import Message, Usage
 from agent.server.errors import bad_request
 from agent.server.threads import Role, Turn, merge_turns
+
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of arrays and objects accepted in a request body (a chat request needs about 6)."""
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+"""A JSON string: dropped before the brackets are counted, so brackets inside strings do not count."""
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_AS_SQUARE = bytes.maketrans(b"{}", b"[]")
 
 
 class TextPart(BaseModel):
@@ -141,6 +149,7 @@ def parse_request(body: bytes) -> ChatRequest:
     """Validate a request body; raise a 400 ApiError naming the first problems."""
     if not body.strip():
         raise bad_request("the request body is empty: send a JSON chat completion request")
+    check_depth(body)
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -158,6 +167,25 @@ def parse_request(body: bytes) -> ChatRequest:
         more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
         first_loc = ".".join(str(p) for p in errors[0]["loc"]) or None
         raise bad_request("invalid request: " + "; ".join(shown) + more, param=first_loc) from None
+
+
+def check_depth(body: bytes, limit: int = MAX_JSON_DEPTH) -> None:
+    """A 400 ApiError when the body nests arrays and objects deeper than `limit`.
+
+    Checked before parsing: the json module recurses once a level, so a body nested thousands of
+    levels deep would end in a RecursionError wherever it is next walked. Strings are dropped and
+    only the brackets kept; each pass then removes the innermost pairs (`bytes.replace` does not
+    rescan what it produced, so one pass removes exactly one level), all in C, so a 4 MiB body is
+    checked in milliseconds. Unbalanced brackets are left for the JSON parser to report.
+    """
+    brackets = _JSON_STRING.sub(b"", body).translate(_AS_SQUARE, _NOT_BRACKETS)
+    for _ in range(limit):
+        reduced = brackets.replace(b"[]", b"")
+        if len(reduced) == len(brackets):
+            return
+        brackets = reduced
+    if b"[]" in brackets:
+        raise bad_request(f"the request body nests arrays and objects more than {limit} levels deep")
 
 
 def client_history(request: ChatRequest) -> tuple[list[Turn], list[Message], list[str]]:

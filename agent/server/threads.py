@@ -12,6 +12,9 @@ by `compare` and `fork_id` and documented in docs/server.md:
   they diverge, the conversation moves to a fork whose id is a hash of the parent thread and the
   client's history up to and including the first differing user message (an assistant message
   counts by position only), so the same history always reaches the same fork.
+- On a server with API keys every thread, forks included, is stored under its tenant
+  (`storage_id`): the ids a client sees and sends stay its own, and another tenant naming the same
+  id reaches a different thread.
 """
 
 from __future__ import annotations
@@ -169,6 +172,16 @@ def check_key(value: str, where: str) -> str:
     return key
 
 
-def storage_id(agent: str, thread_id: str) -> str:
-    """The checkpointer's thread id: threads are namespaced by the served agent's name."""
-    return f"{agent}/{thread_id}"
+def storage_id(agent: str, thread_id: str, tenant: str | None = None) -> str:
+    """The checkpointer's thread id: namespaced by the served agent's name and, on a server with
+    API keys, by the tenant that owns the thread.
+
+    Without a tenant (an open server) it is `AGENT/THREAD`; with one, `@TENANT/AGENT/THREAD`.
+    Tenant ids hold no `/` and served agent names never start with `@`, so two tenants, or a
+    tenant and an open server on the same database, never name the same thread.
+    """
+    if tenant is None:
+        return f"{agent}/{thread_id}"
+    if not tenant or "/" in tenant:
+        raise ValueError(f"invalid tenant id {tenant!r}")
+    return f"@{tenant}/{agent}/{thread_id}"

@@ -26,6 +26,7 @@ from agent.ledger import CostLedger
 from agent.messages import Message, Usage
 from agent.plant import PLANTED
 from agent.runtime import Agent, RunResult
+from agent.server.auth import ApiKeys
 from agent.server.errors import ApiError
 from agent.server.threads import (
     MAX_FORK_HOPS,
@@ -66,6 +67,8 @@ class TurnRequest:
     """Thread key (header, `user` field, or derived)."""
     key_source: KeySource
     """Where the key came from."""
+    tenant: str | None
+    """The tenant of the request's API key, which owns the thread; None on an open server."""
     turns: list[Turn]
     """The client's surface history, ending with a user message."""
     messages: list[Message]
@@ -198,12 +201,16 @@ class KeyedLocks:
 class ServerState:
     """The served agents and the turns running on them."""
 
-    def __init__(self, agents: Mapping[str, Agent], config: ServerConfig | None = None) -> None:
+    def __init__(
+        self, agents: Mapping[str, Agent], config: ServerConfig | None = None, keys: ApiKeys | None = None
+    ) -> None:
         if not agents:
             raise UserFacingError("serve at least one agent")
         for name, agent in agents.items():
             if not name or not isinstance(name, str):
                 raise UserFacingError(f"served agent names must be non-empty strings, got {name!r}")
+            if name.startswith("@"):
+                raise UserFacingError(f"served agent name {name!r} may not start with '@' (it marks tenant-scoped thread ids)")
             needing = [t.name for t in agent.tools if t.needs_approval]
             if needing:
                 raise UserFacingError(
@@ -212,6 +219,7 @@ class ServerState:
                 )
         self.agents = dict(agents)
         self.config = config or ServerConfig()
+        self.keys = keys or ApiKeys()
         self.locks = KeyedLocks()
         self.tasks: set[asyncio.Task[None]] = set()
         self.closing = False
@@ -228,9 +236,34 @@ class ServerState:
             )
         return agent
 
-    async def history(self, agent: str, thread_id: str) -> list[Message]:
-        """Every message of a served thread (for inspection and tests)."""
-        return await self.agent(agent).ahistory(storage_id(agent, thread_id))
+    async def history(
+        self, agent: str, thread_id: str, *, api_key: str | None = None, tenant: str | None = None
+    ) -> list[Message]:
+        """Every message of a served thread as a client sees it, by the id the client uses (for
+        inspection and tests).
+
+        On a server with API keys the thread is the one of the tenant named by `tenant`, or by
+        `api_key`'s tenant; one of them is required there, so nobody reads a thread without
+        saying whose.
+        """
+        return await self.agent(agent).ahistory(storage_id(agent, thread_id, self.owner(api_key, tenant)))
+
+    def owner(self, api_key: str | None = None, tenant: str | None = None) -> str | None:
+        """The tenant named by an API key or a tenant id; None on an open server."""
+        if not self.keys.enabled:
+            if api_key is not None or tenant is not None:
+                raise ValueError("this server has no API keys, so its threads have no tenant")
+            return None
+        if (api_key is None) == (tenant is None):
+            raise ValueError("this server has API keys: name the thread's owner by api_key= or tenant=")
+        if api_key is not None:
+            owner = self.keys.tenant(api_key)
+            if owner is None:
+                raise ValueError("that API key is not one of this server's keys")
+            return owner
+        if tenant not in self.keys.tenants:
+            raise ValueError(f"{tenant!r} is not a tenant of this server (a key's own tenant is agent.server.key_id(key))")
+        return tenant
 
     async def open(self) -> None:
         """Open every agent's checkpointer now, so a bad database fails at startup."""
@@ -266,7 +299,7 @@ class ServerState:
     async def _run(self, request: TurnRequest, handle: TurnHandle) -> None:
         try:
             agent = self.agent(request.agent)
-            async with self.locks.hold(storage_id(request.agent, request.key)):
+            async with self.locks.hold(storage_id(request.agent, request.key, request.tenant)):
                 plan = await self._plan(agent, request, handle)
                 handle.plan.set_result(plan)
                 outcome = await self._execute(agent, request, plan, handle)
@@ -284,7 +317,7 @@ class ServerState:
         thread, parent = request.key, None
         delta_ok = request.key_source == "header" and all(t.role == "user" for t in request.turns)
         for _ in range(MAX_FORK_HOPS):
-            sid = storage_id(request.agent, thread)
+            sid = storage_id(request.agent, thread, request.tenant)
             history = await agent.ahistory(sid)
             if is_open(history) and await self._finish_cut_turn(agent, sid, handle):
                 history = await agent.ahistory(sid)
@@ -321,7 +354,7 @@ class ServerState:
             outcome.reply = plan.reply
             return outcome
         handle.started = True
-        sid = storage_id(request.agent, plan.thread_id)
+        sid = storage_id(request.agent, plan.thread_id, request.tenant)
         inputs = plan.messages if plan.action == "append" else []
         # collect gathers the turn's ledger as the graph runs; events carry everything else.
         collected = RunResult(thread_id=sid, output="", termination="agent_stop", messages=[], ledger=CostLedger())

@@ -17,7 +17,7 @@ from openai import OpenAI
 from agent.cli import main
 from agent.models import EchoModel
 from agent.runtime import Agent
-from agent.server import storage_id
+from agent.server import key_id, storage_id
 
 REIN = Path(sys.executable).parent / "rein"
 
@@ -43,6 +43,15 @@ def test_bad_spec_duplicate_names_and_bad_limits_are_errors(tmp_path: Path, echo
     assert "two agents are named 'echo-bot'" in capsys.readouterr().err
     assert main(["serve", "--agent", str(echo_spec), "--max-body-bytes", "0"]) == 2
     assert "--max-body-bytes" in capsys.readouterr().err
+
+
+def test_malformed_key_file_and_cors_origin_are_errors(tmp_path: Path, echo_spec: Path, capsys) -> None:
+    keys = tmp_path / "keys.txt"
+    keys.write_text("ok-key\nsupport team: k2\n")
+    assert main(["serve", "--agent", str(echo_spec), "--api-key-file", str(keys), "--port", "0"]) == 2
+    assert f"{keys} line 2: expected `KEY` or `TENANT: KEY`" in capsys.readouterr().err
+    assert main(["serve", "--agent", str(echo_spec), "--db", "memory", "--cors-origin", "https://chat.example.com/"]) == 2
+    assert "CORS origin 'https://chat.example.com/' is not an origin" in capsys.readouterr().err
 
 
 def test_port_in_use_is_a_clear_error(echo_spec: Path, capsys) -> None:
@@ -83,8 +92,9 @@ def stop(proc: subprocess.Popen) -> int:
 @pytest.mark.slow
 def test_serve_process_auth_sigterm_and_restart_keep_the_thread(tmp_path: Path, echo_spec: Path) -> None:
     db, keys = tmp_path / "threads.sqlite", tmp_path / "keys.txt"
-    keys.write_text("cli-key\n")
-    args = ["--agent", str(echo_spec), "--db", str(db), "--api-key-file", str(keys)]
+    keys.write_text("cli-key\nteam: team-key-1\nteam: team-key-2\n")
+    args = ["--agent", str(echo_spec), "--db", str(db), "--api-key-file", str(keys),
+            "--cors-origin", "https://chat.example.com"]
     thread = {"X-Rein-Thread": "cli-thread"}
 
     def client(url: str, key: str = "cli-key") -> OpenAI:
@@ -97,6 +107,13 @@ def test_serve_process_auth_sigterm_and_restart_keep_the_thread(tmp_path: Path, 
         r = client(url).chat.completions.create(model="echo-bot", messages=[{"role": "user", "content": "one"}],
                                                 extra_headers=thread)
         assert r.choices[0].message.content == "You said: one"
+        for key in ("team-key-1", "team-key-2"):  # one tenant: both keys write its one thread
+            client(url, key).chat.completions.create(model="echo-bot", extra_headers=thread,
+                                                     messages=[{"role": "user", "content": key}])
+        preflight = httpx.options(f"{url}/v1/chat/completions", trust_env=False, headers={
+            "Origin": "https://chat.example.com", "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, x-rein-thread"})
+        assert preflight.headers["access-control-allow-origin"] == "https://chat.example.com"
     finally:
         assert stop(proc) == 0
     assert "stopped" in (proc.stdout.read() if proc.stdout else "")
@@ -109,7 +126,9 @@ def test_serve_process_auth_sigterm_and_restart_keep_the_thread(tmp_path: Path, 
         assert stop(proc) == 0
     agent = Agent(EchoModel(), checkpointer=f"sqlite:{db}")
     try:
-        history = agent.history(storage_id("echo-bot", "cli-thread"))
+        history = agent.history(storage_id("echo-bot", "cli-thread", key_id("cli-key")))
+        team = agent.history(storage_id("echo-bot", "cli-thread", "team"))
     finally:
         agent.close()
     assert [m.text for m in history] == ["one", "You said: one", "two", "You said: two"]
+    assert [m.text for m in team] == ["team-key-1", "You said: team-key-1", "team-key-2", "You said: team-key-2"]

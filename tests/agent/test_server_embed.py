@@ -12,7 +12,7 @@ import pytest
 from openai import OpenAI
 
 from agent.models import ScriptedModel, call
-from agent.server import BackgroundServer, storage_id
+from agent.server import BackgroundServer, key_id, storage_id
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "embed_fastapi.py"
 
@@ -55,6 +55,6 @@ def test_mounted_agent_answers_next_to_the_parent_routes(tmp_path: Path) -> None
 def _history(rein_app) -> list:
     agent = rein_app.state.rein.agents["support"]
     try:
-        return agent.history(storage_id("support", "customer-7"))
+        return agent.history(storage_id("support", "customer-7", key_id("k")))
     finally:
         agent.close()

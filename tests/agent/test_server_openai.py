@@ -20,7 +20,7 @@ from agent.messages import ModelRequest
 from agent.models import FunctionModel, call
 from agent.plant import surface_dialogue
 from agent.runtime import Agent
-from agent.server import BackgroundServer, ServerConfig, create_app, storage_id
+from agent.server import BackgroundServer, ServerConfig, create_app, key_id, storage_id
 from tools import tool
 
 KEYS = ["test-key-1", "test-key-2"]
@@ -114,9 +114,12 @@ class Served:
         self.server = BackgroundServer(self.app).start()
         self.url = self.server.url
 
-    def surface(self, agent: str, thread_id: str) -> list[tuple[str, str]]:
-        history = self.agents[agent].history(storage_id(agent, thread_id))
-        return [(m.role, m.text) for m in surface_dialogue(history)]
+    def history(self, agent: str, thread_id: str, key: str = KEYS[0]) -> list:
+        """The thread as the tenant of `key` (each key is its own tenant here) stores it."""
+        return self.agents[agent].history(storage_id(agent, thread_id, key_id(key)))
+
+    def surface(self, agent: str, thread_id: str, key: str = KEYS[0]) -> list[tuple[str, str]]:
+        return [(m.role, m.text) for m in surface_dialogue(self.history(agent, thread_id, key))]
 
     def close(self) -> None:
         self.server.stop()
@@ -164,7 +167,7 @@ def test_agent_tools_run_on_the_server(served: Served) -> None:
                                                    extra_headers=headers)
     assert r.choices[0].message.content == "Adding.\n\nThe sum is 5."
     assert r.model_extra["rein"]["usage"]["requests"] == 2
-    history = served.agents["bot"].history(storage_id("bot", headers["X-Rein-Thread"]))
+    history = served.history("bot", headers["X-Rein-Thread"])
     assert [m.role for m in history] == ["user", "assistant", "tool", "assistant"]
 
 
@@ -225,7 +228,7 @@ def test_interventions_are_reported_and_plants_stay_out_of_the_dialogue(served: 
     assert r3.choices[0].message.content == "[3] third" and r3.model_extra["rein"]["action"] == "append"
     thread = r3.model_extra["rein"]["thread_id"]
     assert served.surface("coach", thread) == [(m["role"], m["content"]) for m in messages] + [("assistant", "[3] third")]
-    history = served.agents["coach"].history(storage_id("coach", thread))
+    history = served.history("coach", thread)
     assert sum(1 for m in history if m.metadata.get("planted_by") == "coach") == 2
 
 
@@ -353,6 +356,14 @@ def test_non_json_body_is_400(served: Served) -> None:
     assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
 
 
+def test_a_deeply_nested_body_is_400_not_500(served: Served) -> None:
+    deep = b'{"model": "bot", "messages": ' + b"[" * 30_000 + b"]" * 30_000 + b"}"  # under the 64 KiB limit
+    r = httpx.post(f"{served.url}/v1/chat/completions", content=deep, trust_env=False,
+                   headers={"Authorization": f"Bearer {KEYS[0]}", "Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_request"
+    assert "more than 64 levels deep" in r.json()["error"]["message"]
+
+
 def test_oversized_bodies_are_413(served: Served) -> None:
     with pytest.raises(openai.APIStatusError) as info:
         client(served.url).chat.completions.create(model="bot", messages=[{"role": "user", "content": "x" * (2 * BODY_LIMIT)}])
@@ -393,7 +404,7 @@ async def test_same_thread_requests_are_serialized_and_threads_run_concurrently(
         c.chat.completions.create(model="slow", messages=[{"role": "user", "content": f"q{i}"}], extra_headers=headers)
         for i in range(3)))
     assert sorted(r.choices[0].message.content[:3] for r in results) == ["[1]", "[2]", "[3]"]
-    roles = [role for role, _ in served.surface("slow", headers["X-Rein-Thread"])]
+    roles = [role for role, _ in served.surface("slow", headers["X-Rein-Thread"], KEYS[1])]
     assert roles == ["user", "assistant"] * 3
     started = time.perf_counter()
     await asyncio.gather(*(

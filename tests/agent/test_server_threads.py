@@ -8,9 +8,9 @@ import pytest
 
 from agent.errors import UserFacingError
 from agent.messages import Message, ToolCall
-from agent.server.auth import ApiKeys, load_api_keys
+from agent.server.auth import ApiKeys, key_id, load_api_keys
 from agent.server.errors import ApiError
-from agent.server.schema import client_history, parse_request
+from agent.server.schema import MAX_JSON_DEPTH, check_depth, client_history, parse_request
 from agent.server.threads import (
     Turn,
     check_key,
@@ -118,7 +118,9 @@ def test_check_key_rejects_unusable_keys() -> None:
 def test_api_keys_file_and_env(tmp_path) -> None:
     f = tmp_path / "keys.txt"
     f.write_text("# team keys\nkey-one\n\n  key-two  \n")
-    assert load_api_keys(f, {"REIN_API_KEYS": "key-three, key-one,"}) == ["key-one", "key-two", "key-three"]
+    loaded = load_api_keys(f, {"REIN_API_KEYS": "key-three, key-one,"})
+    assert [k.key for k in loaded] == ["key-one", "key-two", "key-three"]
+    assert all(k.tenant is None for k in loaded)
     assert load_api_keys(None, {}) == []
     empty = tmp_path / "empty.txt"
     empty.write_text("# nothing\n\n")
@@ -132,13 +134,13 @@ def test_api_keys_file_and_env(tmp_path) -> None:
 
 def test_api_key_check() -> None:
     keys = ApiKeys(["alpha", "beta"])
-    keys.check("Bearer beta")
-    keys.check("bearer  alpha ")
+    assert keys.check("Bearer beta") == key_id("beta")
+    assert keys.check("bearer  alpha ") == key_id("alpha")
     for header in (None, "", "Bearer", "Basic alpha", "Bearer alph", "Bearer alphaa", "Bearer ключ"):
         with pytest.raises(ApiError) as info:
             keys.check(header)
         assert info.value.status == 401
-    ApiKeys([]).check(None)  # no keys: open
+    assert ApiKeys([]).check(None) is None  # no keys: open, and no tenant
 
 
 def body(**fields: object) -> bytes:
@@ -188,3 +190,23 @@ def test_client_history_keeps_text_turns_and_image_parts() -> None:
     assert messages[0].content == "what is this?"
     assert isinstance(messages[2].content, list) and messages[2].content[1]["type"] == "image_url"
     assert [m.role for m in messages] == ["user", "assistant", "user"]
+
+
+def nested(levels: int, open_: str = "[", close: str = "]") -> bytes:
+    """A valid request whose `metadata` field nests `levels` arrays (the whole body one more)."""
+    return body()[:-1] + b', "metadata": ' + (open_ * levels + close * levels).encode() + b"}"
+
+
+def test_depth_limit_counts_arrays_and_objects_but_not_brackets_in_strings() -> None:
+    check_depth(nested(MAX_JSON_DEPTH - 1))  # the body's own object is the 64th level
+    parse_request(nested(MAX_JSON_DEPTH - 1))
+    for deep in (nested(MAX_JSON_DEPTH), nested(100_000), nested(40, '[{"a":', "}]")):
+        with pytest.raises(ApiError) as info:
+            parse_request(deep)
+        assert info.value.status == 400 and "more than 64 levels deep" in info.value.message
+    # Brackets inside strings (escaped quotes included) are text, not nesting.
+    text = json.dumps("[{" * 1000 + '\\"' + "[" * 1000)
+    assert parse_request(body(user=json.loads(text))).user.startswith("[{")
+    # Unbalanced brackets are left to the JSON parser, which says what is wrong.
+    with pytest.raises(ApiError, match="not valid JSON"):
+        parse_request(b'{"model": "bot", "messages": [[[')
