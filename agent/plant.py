@@ -17,7 +17,9 @@ def plant_messages(plant: Plant, source: str) -> list[Message]:
 
     think_tool: an assistant message calling the think tool with the plan, answered by the think
     tool's empty result (tau-bench's think tool). reasoning_block: an assistant message whose
-    reasoning field holds the plan, for models that take reasoning back in their history.
+    reasoning field holds the plan, for models that take reasoning back in their history. Models
+    whose prompt rein renders itself show either as the opening of the assistant's own turn
+    (planted_reasoning finds the plan).
     """
     if plant.via == "think_tool":
         call = ToolCall(name=THINK_TOOL_NAME, arguments=json.dumps({"thought": plant.text}))
@@ -40,6 +42,22 @@ def plant_messages(plant: Plant, source: str) -> list[Message]:
         msg.metadata[PLANTED] = source
         return [msg]
     raise ValueError(f"plant via {plant.via!r} does not add messages")
+
+
+def planted_reasoning(message: Message) -> str | None:
+    """The plan a planted message carries as the agent's reasoning, or None for any other message.
+
+    That is the thought of a planted think-tool call, or the reasoning of a planted reasoning
+    block; a planted call of another tool (via="tool_call") is fetched context, not reasoning.
+    """
+    if message.role != "assistant" or not message.metadata.get(PLANTED):
+        return None
+    if not message.tool_calls:
+        return message.reasoning or None
+    if len(message.tool_calls) == 1 and message.tool_calls[0].name == THINK_TOOL_NAME:
+        thought = (message.tool_calls[0].parsed_arguments() or {}).get("thought")
+        return thought if isinstance(thought, str) and thought else None
+    return None
 
 
 def surface_dialogue(history: list[Message]) -> list[Message]:

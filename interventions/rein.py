@@ -3,7 +3,9 @@
 At the start of each user turn an inception module (offline classifier or LLM) maps the dialogue
 to "no error" or an error type; the error map turns the type into a recovery plan, which enters
 the context as a synthetic think-tool call (or a reasoning block). The system prompt and the
-model's weights are never touched.
+model's weights are never touched. Models that rein prompts itself (the embedded ones) render
+either form as the opening of the assistant's own turn, so the model acts straight on from its
+plan (agent/models/local_prompt.py).
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ model is told about them in the system prompt and its output is constrained by a
 from a JSON schema of the offered tools (what llama.cpp's `response_format` does); the JSON is
 then parsed leniently into ordinary ToolCall objects. A loaded model is cached per process and
 used by one thread at a time, since a llama.cpp context is not thread-safe.
+
+The context window is sized for the job unless n_ctx is given: it starts at DEFAULT_N_CTX and is
+re-created larger when a request needs more (prompt plus reply budget), up to the context length
+the model was trained for, read from the GGUF metadata. Short conversations so never pay for a
+large KV cache, and a long policy plus tool results does not overflow a fixed 4096 tokens.
 """
 
 from __future__ import annotations
@@ -24,8 +29,26 @@ from typing import Any
 from agent.messages import ModelRequest, ModelResponse, ToolCall, Usage
 from agent.models.base import Model, ModelError, StreamItem, TextDelta
 from agent.models.gguf import ModelFileError, ensure_model_file
-from agent.models.local_prompt import Plan, answer_only, build_plan, parse_output
+from agent.models.local_prompt import Plan, answer_only, build_plan, parse_output, render_prompt
 from agent.models.toolcall_parse import AnswerStreamExtractor
+
+DEFAULT_N_CTX = 4096
+"""The context window an automatically sized model starts with."""
+_CTX_STEP = 1024
+
+
+def context_size(needed: int, current: int, trained: int | None) -> int:
+    """The context window for a request needing `needed` tokens (prompt plus reply budget).
+
+    The current window when it suffices; else at least double it, rounded up to a multiple of
+    1024 tokens, so a growing conversation re-creates the context a few times, not every turn;
+    never beyond the trained length (None: unknown, no cap). The result may still be smaller
+    than needed: the caller shortens the reply or reports the overflow.
+    """
+    if needed <= current:
+        return current
+    grown = max(2 * current, -(-needed // _CTX_STEP) * _CTX_STEP)
+    return max(current, min(grown, trained)) if trained else grown
 
 
 @dataclass
@@ -33,7 +56,7 @@ class LoadedModel:
     """A llama.cpp model loaded once per process, with the lock that serialises its use."""
 
     llama: Any
-    """The llama_cpp.Llama object."""
+    """The llama_cpp.Llama object (replaced when an automatic context grows)."""
     formatter: Any
     """The chat formatter built from the GGUF's own chat template."""
     lock: threading.Lock
@@ -42,6 +65,32 @@ class LoadedModel:
     """Wall time the load took."""
     path: str
     """The GGUF file."""
+    n_threads: int = 1
+    """llama.cpp threads."""
+    n_ctx: int = DEFAULT_N_CTX
+    """The context window now."""
+    n_ctx_train: int | None = None
+    """The context length the model was trained for (GGUF metadata), None if it does not say."""
+    automatic: bool = False
+    """Whether the window grows on demand (n_ctx was not given) or stays as given."""
+
+    def fit(self, needed: int) -> None:
+        """Grow an automatic context window so `needed` tokens fit, as far as the model allows.
+
+        Call with the lock held. Re-creating the context keeps the weights' pages (mapped from
+        the file) but drops llama.cpp's cached prompt prefix, so it is done rarely (doubling).
+        """
+        if not self.automatic:
+            return
+        size = context_size(needed, self.n_ctx, self.n_ctx_train)
+        if size == self.n_ctx:
+            return
+        started = time.perf_counter()
+        grown = _open_llama(self.path, size, self.n_threads)
+        old, self.llama, self.n_ctx = self.llama, grown, size
+        with contextlib.suppress(Exception):
+            old.close()
+        self.load_seconds += time.perf_counter() - started
 
 
 _LOADED: dict[tuple[str, int, int], LoadedModel] = {}
@@ -64,19 +113,73 @@ def _close_all() -> None:
         _LOADED.clear()
 
 
-def default_threads() -> int:
-    """Half the usable cores, at least one: on a busy machine more threads run slower, not faster."""
+def _allowed_cpus() -> list[int]:
     try:
-        cores = len(os.sched_getaffinity(0))
+        return sorted(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, cores // 2)
+        return list(range(os.cpu_count() or 1))
 
 
-def load_model(path: str | Path, n_ctx: int = 4096, n_threads: int | None = None) -> LoadedModel:
-    """The process-wide llama.cpp model for (path, n_ctx, n_threads), loaded on first use."""
+def physical_cores(cpus: list[int] | None = None, sysfs: Path = Path("/sys/devices/system/cpu")) -> int:
+    """Physical cores among the CPUs this process may use (SMT siblings count once), at least one.
+
+    Read from Linux's CPU topology; where it cannot be read, every allowed CPU counts. A cgroup
+    CPU quota (a container limited to N CPUs) caps the count.
+    """
+    cpus = _allowed_cpus() if cpus is None else cpus
+    cores: set[tuple[str, str]] = set()
+    for cpu in cpus:
+        topo = sysfs / f"cpu{cpu}" / "topology"
+        try:
+            cores.add(((topo / "physical_package_id").read_text().strip(), (topo / "core_id").read_text().strip()))
+        except OSError:
+            cores.add(("cpu", str(cpu)))
+    count = len(cores)
+    with contextlib.suppress(OSError, ValueError):
+        quota, period = (sysfs.parents[2] / "fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            count = min(count, -(-int(quota) // int(period)))
+    return max(1, count)
+
+
+def default_threads() -> int:
+    """The physical cores: llama.cpp's matrix work gains nothing from a core's second hardware
+    thread, and two threads on one core slow each other down."""
+    return physical_cores()
+
+
+def _open_llama(path: str, n_ctx: int, threads: int) -> Any:
+    import llama_cpp
+
+    try:
+        return llama_cpp.Llama(
+            model_path=path,
+            n_ctx=n_ctx,
+            n_threads=threads,
+            n_threads_batch=threads,
+            verbose=False,
+        )
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise ModelFileError(f"llama.cpp could not load {path} with n_ctx={n_ctx}: {exc}") from None
+
+
+def trained_context(metadata: dict[str, str]) -> int | None:
+    """The context length a GGUF says its model was trained for (`<arch>.context_length`)."""
+    arch = metadata.get("general.architecture")
+    try:
+        return int(metadata[f"{arch}.context_length"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def load_model(path: str | Path, n_ctx: int | None = None, n_threads: int | None = None) -> LoadedModel:
+    """The process-wide llama.cpp model for (path, n_ctx, n_threads), loaded on first use.
+
+    n_ctx None sizes the context window automatically (LoadedModel.fit); models with a given n_ctx
+    and the automatic one are separate loads.
+    """
     threads = n_threads or default_threads()
-    key = (str(Path(path).resolve()), n_ctx, threads)
+    key = (str(Path(path).resolve()), n_ctx or 0, threads)
     with _LOADED_LOCK:
         if key in _LOADED:
             return _LOADED[key]
@@ -84,23 +187,20 @@ def load_model(path: str | Path, n_ctx: int = 4096, n_threads: int | None = None
         # set before llama.cpp's runtime starts.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
-            import llama_cpp
             from llama_cpp import llama_chat_format
         except ImportError as exc:
             raise ModelError(
                 f"the embedded model needs llama-cpp-python ({exc}); pip install llama-cpp-python"
             ) from None
         started = time.perf_counter()
-        try:
-            llama = llama_cpp.Llama(
-                model_path=key[0],
-                n_ctx=n_ctx,
-                n_threads=threads,
-                n_threads_batch=threads,
-                verbose=False,
-            )
-        except (ValueError, RuntimeError, OSError) as exc:
-            raise ModelFileError(f"llama.cpp could not load {key[0]}: {exc}") from None
+        size = n_ctx or DEFAULT_N_CTX
+        llama = _open_llama(key[0], size, threads)
+        trained = trained_context(llama.metadata)
+        if n_ctx is None and trained and trained < size:
+            # A model trained on fewer tokens than the starting window starts at its own limit.
+            llama.close()
+            size = trained
+            llama = _open_llama(key[0], size, threads)
         template = llama.metadata.get("tokenizer.chat_template")
         if not template:
             raise ModelFileError(f"{key[0]} has no chat template in its metadata")
@@ -112,7 +212,17 @@ def load_model(path: str | Path, n_ctx: int = 4096, n_threads: int | None = None
             bos_token=_token_text(llama, bos),
             stop_token_ids=[eos],
         )
-        loaded = LoadedModel(llama, formatter, threading.Lock(), time.perf_counter() - started, key[0])
+        loaded = LoadedModel(
+            llama,
+            formatter,
+            threading.Lock(),
+            time.perf_counter() - started,
+            key[0],
+            n_threads=threads,
+            n_ctx=size,
+            n_ctx_train=trained,
+            automatic=n_ctx is None,
+        )
         _LOADED[key] = loaded
         return loaded
 
@@ -127,13 +237,14 @@ class LocalModel(Model):
     """A small instruct model run in-process by llama.cpp; see agent.models.gguf for the weights.
 
     Deterministic for a given seed: greedy decoding by default (small models follow formats best
-    that way), seeded sampling when a temperature is set.
+    that way), seeded sampling when a temperature is set. n_ctx None (the default) sizes the
+    context window for each request, up to the model's trained length; a number fixes it.
     """
 
     def __init__(
         self,
         name: str = "qwen2.5-coder-0.5b",
-        n_ctx: int = 4096,
+        n_ctx: int | None = None,
         n_threads: int | None = None,
         seed: int = 0,
         *,
@@ -245,19 +356,16 @@ class LocalModel(Model):
     ) -> ModelResponse:
         from llama_cpp import LlamaGrammar, StoppingCriteriaList
 
-        llama = loaded.llama
-        rendered = loaded.formatter(messages=plan.messages)
-        prompt = llama.tokenize(
-            rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True
-        )
+        text, rendered = render_prompt(loaded.formatter, plan)
+        prompt = loaded.llama.tokenize(text.encode("utf-8"), add_bos=not rendered.added_special, special=True)
         settings = request.settings
-        room = self.n_ctx - len(prompt)
+        budget = settings.max_tokens or self.max_tokens
+        loaded.fit(len(prompt) + budget)
+        llama = loaded.llama  # after fit: a grown context is a new llama.cpp object
+        room = loaded.n_ctx - len(prompt)
         if room < 8:
-            raise ModelError(
-                f"{self.name}: the conversation is {len(prompt)} tokens, too long for the context "
-                f"window of {self.n_ctx} (raise n_ctx or shorten the history)"
-            )
-        max_tokens = min(settings.max_tokens or self.max_tokens, room)
+            raise ModelError(f"{self.name}: {overflow_message(len(prompt), loaded)}")
+        max_tokens = min(budget, room)
         stop = [rendered.stop] if isinstance(rendered.stop, str) else list(rendered.stop or [])
         stop += settings.stop or []
         sampled = 0
@@ -300,6 +408,17 @@ class LocalModel(Model):
         return parse_output("".join(pieces), plan, finish, usage, self.name)
 
 
+def overflow_message(prompt_tokens: int, loaded: LoadedModel) -> str:
+    """Why a prompt does not fit, and what would make it fit."""
+    head = f"the conversation is {prompt_tokens} tokens, too long for the context window of {loaded.n_ctx}"
+    trained = loaded.n_ctx_train
+    if loaded.automatic or (trained and loaded.n_ctx >= trained):
+        limit = f"{trained} tokens" if trained else "its limit"
+        return f"{head}, the most this model was trained for (n_ctx_train: {limit}); shorten the history"
+    more = f"up to the model's trained {trained} tokens" if trained else "as far as the model allows"
+    return f"{head} (n_ctx={loaded.n_ctx} was set; raise it or leave it unset to size the window {more})"
+
+
 def repeats_answered_calls(request: ModelRequest, response: ModelResponse) -> bool:
     """Whether every call in the response was already made, and answered without error, in this
     user turn (same tool, same arguments)."""
@@ -327,8 +446,10 @@ def model_info(model: LocalModel) -> dict[str, Any]:
     return {
         "name": model.name,
         "path": loaded.path,
-        "n_ctx": model.n_ctx,
-        "n_threads": loaded.llama.n_threads,
+        "n_ctx": loaded.n_ctx,
+        "n_ctx_train": loaded.n_ctx_train,
+        "n_ctx_automatic": loaded.automatic,
+        "n_threads": loaded.n_threads,
         "load_seconds": round(loaded.load_seconds, 3),
         "metadata_name": loaded.llama.metadata.get("general.name"),
     }

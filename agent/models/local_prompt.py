@@ -3,12 +3,19 @@
 The history is rewritten into plain system/user/assistant turns that any chat template renders:
 tool results become user turns, and, when tools are offered, the assistant's past turns are shown
 in the same JSON shape the grammar makes it write, so the model sees its own format in context.
+
+Planted reasoning (agent.plant) is rendered as the opening of the assistant's own turn, not as a
+closed turn answered by an empty tool result: when it is the last thing in the history, the prompt
+ends with the generation prompt and the plan (`Plan.prefix`), so the model goes on from its own
+reasoning into its action in one generation; once the model has acted, the plan is shown as the
+start of that turn. Only the generated continuation is parsed into the response.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -21,6 +28,7 @@ from agent.models.tool_grammar import (
     tools_prompt,
 )
 from agent.models.toolcall_parse import AnswerStreamExtractor, parse_turn
+from agent.plant import planted_reasoning
 
 PlanMode = Literal["plain", "tools", "json"]
 _DEFAULT_SYSTEM = "You are a helpful assistant."
@@ -39,6 +47,9 @@ class Plan:
     """GBNF grammar constraining the output, if any."""
     tool_names: list[str] = field(default_factory=list)
     """Names of the offered tools (tools mode)."""
+    prefix: str = ""
+    """Planted reasoning that opens the assistant's turn: the rendered prompt ends with it, after
+    the generation prompt, and the model continues from it; never part of the parsed output."""
 
 
 @functools.lru_cache(maxsize=128)
@@ -109,9 +120,33 @@ def _calls_json(m: Message) -> str:
     return json.dumps({"tool_calls": calls}, ensure_ascii=False)
 
 
-def _chat_messages(messages: list[Message], *, tools_mode: bool, system_extra: str) -> list[dict[str, str]]:
+def _content(m: Message, *, tools_mode: bool) -> str:
+    if m.tool_calls:
+        return _calls_json(m)
+    if tools_mode:
+        return json.dumps({"answer": _text_of(m)}, ensure_ascii=False)
+    return _text_of(m)
+
+
+def _chat_messages(
+    messages: list[Message], *, tools_mode: bool, system_extra: str
+) -> tuple[list[dict[str, str]], str]:
+    """The chat-template messages, and the planted reasoning left open at the end (or "")."""
     out: list[dict[str, str]] = []
+    opening: list[str] = []  # planted reasoning waiting for the assistant turn it opens
+    planted_calls: set[str] = set()
     for m in messages:
+        plan = planted_reasoning(m)
+        if plan is not None:
+            opening.append(plan.strip())
+            planted_calls.update(tc.id for tc in m.tool_calls)
+            continue
+        if m.role == "tool" and m.tool_call_id in planted_calls:
+            continue  # the think tool's empty answer: the plan is the agent's own, not a result
+        if opening and m.role != "assistant":
+            # The agent never acted after the plan (the turn ended): it stays a turn of its own.
+            out.append({"role": "assistant", "content": "\n\n".join(opening)})
+            opening = []
         if m.role == "tool":
             label = "failed" if m.is_error else "returned"
             entry = f"Tool {m.name or 'call'} {label}:\n{_text_of(m)}"
@@ -120,12 +155,11 @@ def _chat_messages(messages: list[Message], *, tools_mode: bool, system_extra: s
             else:
                 out.append({"role": "user", "content": entry, "_tool": "1"})
         elif m.role == "assistant":
-            if m.tool_calls:
-                content = _calls_json(m)
-            elif tools_mode:
-                content = json.dumps({"answer": _text_of(m)}, ensure_ascii=False)
-            else:
-                content = _text_of(m)
+            content = _content(m, tools_mode=tools_mode)
+            if opening:
+                # The model wrote this turn as a continuation of its planted reasoning.
+                content = "\n\n".join(opening) + "\n" + content
+                opening = []
             out.append({"role": "assistant", "content": content})
         else:
             out.append({"role": m.role, "content": _text_of(m)})
@@ -136,7 +170,17 @@ def _chat_messages(messages: list[Message], *, tools_mode: bool, system_extra: s
             out[0]["content"] = f"{out[0]['content']}\n\n{system_extra}".strip()
         else:
             out.insert(0, {"role": "system", "content": f"{_DEFAULT_SYSTEM}\n\n{system_extra}"})
-    return out
+    return out, "\n\n".join(opening)
+
+
+_ROOT_RULE = re.compile(r"^root ::= (.*)$", re.MULTILINE)
+
+
+def _opened(gbnf: str, prefix: str) -> str:
+    """The grammar, letting a continuation of planted reasoning start on a new line first."""
+    if not prefix:
+        return gbnf
+    return _ROOT_RULE.sub(lambda m: f'root ::= "\\n"? "\\n"? ({m.group(1)})', gbnf, count=1)
 
 
 def build_plan(request: ModelRequest) -> Plan:
@@ -154,23 +198,23 @@ def build_plan(request: ModelRequest) -> Plan:
         extra = tools_prompt(request.tools, require_tool=require)
         if answer_schema:
             extra += f"\nThe answer must be JSON matching: {json.dumps(answer_schema, separators=(',', ':'))}"
+        messages, prefix = _chat_messages(request.messages, tools_mode=True, system_extra=extra)
         return Plan(
             mode="tools",
-            messages=_chat_messages(request.messages, tools_mode=True, system_extra=extra),
-            grammar=grammar_for(schema),
+            messages=messages,
+            grammar=_opened(grammar_for(schema), prefix),
             tool_names=tool_names(request.tools),
+            prefix=prefix,
         )
     if answer_schema is not None:
         extra = (
             "Reply with one JSON object only, matching this schema: "
             + json.dumps(answer_schema, separators=(",", ":"))
         )
-        return Plan(
-            mode="json",
-            messages=_chat_messages(request.messages, tools_mode=False, system_extra=extra),
-            grammar=grammar_for(answer_schema),
-        )
-    return Plan(mode="plain", messages=_chat_messages(request.messages, tools_mode=False, system_extra=""))
+        messages, prefix = _chat_messages(request.messages, tools_mode=False, system_extra=extra)
+        return Plan(mode="json", messages=messages, grammar=_opened(grammar_for(answer_schema), prefix), prefix=prefix)
+    messages, prefix = _chat_messages(request.messages, tools_mode=False, system_extra="")
+    return Plan(mode="plain", messages=messages, prefix=prefix)
 
 
 def answer_only(plan: Plan) -> Plan:
@@ -181,7 +225,24 @@ def answer_only(plan: Plan) -> Plan:
         "required": ["answer"],
         "additionalProperties": False,
     }
-    return Plan(mode="tools", messages=plan.messages, grammar=grammar_for(schema), tool_names=plan.tool_names)
+    return Plan(
+        mode="tools",
+        messages=plan.messages,
+        grammar=_opened(grammar_for(schema), plan.prefix),
+        tool_names=plan.tool_names,
+        prefix=plan.prefix,
+    )
+
+
+def render_prompt(formatter: Any, plan: Plan) -> tuple[str, Any]:
+    """The prompt text for a plan, and the formatter's response (stop tokens, special tokens).
+
+    formatter is a llama_cpp chat formatter (the GGUF's own template) that ends the prompt with
+    the generation prompt; planted reasoning is appended after it, so the plan opens the
+    assistant's turn and nothing follows it.
+    """
+    rendered = formatter(messages=plan.messages)
+    return rendered.prompt + plan.prefix, rendered
 
 
 def parse_output(raw: str, plan: Plan, finish: str | None, usage: Usage, model: str) -> ModelResponse:

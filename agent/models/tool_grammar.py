@@ -147,17 +147,21 @@ def describe_tool(tool: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+TOOL_PLACEHOLDER = "<tool name>"
+"""What the format example says in place of a tool's name: no tool can be named this (function
+names are letters, digits, `_` and `-`), so the example cannot be read as a call to make."""
+
+
 def tools_prompt(tools: Sequence[dict[str, Any]], *, require_tool: bool = False) -> str:
     """System-prompt text telling the model its tools and the JSON it must answer with."""
     listing = "\n".join(describe_tool(t) for t in tools)
-    first = function_of(tools[0])["name"]
+    # The example names no real tool: small models copy the example's call (it used to name the
+    # first tool, and that was the call they made most, whatever the task).
+    example = f'{{"tool_calls": [{{"name": "{TOOL_PLACEHOLDER}", "arguments": {{...}}}}]}}'
     how = (
-        f'Call tools with {{"tool_calls": [{{"name": "{first}", "arguments": {{...}}}}]}}.'
+        f"Call tools with {example}, using a tool name from the list."
         if require_tool
-        else (
-            f'To call tools reply {{"tool_calls": [{{"name": "{first}", "arguments": {{...}}}}]}}; '
-            'to answer the user reply {"answer": "..."}.'
-        )
+        else f'To call tools reply {example}, using a tool name from the list; to answer the user reply {{"answer": "..."}}.'
     )
     return (
         f"You can use these tools:\n{listing}\n\nReply with one JSON object only. {how} "

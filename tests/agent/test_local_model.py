@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from agent.hooks import Plant
 from agent.messages import Message, ModelRequest, ModelResponse, ModelSettings
 from agent.models import resolve_model
 from agent.models.base import ModelError, TextDelta
 from agent.models.gguf import ModelFileError
 from agent.models.local import LocalModel
+from agent.plant import plant_messages
 from tools.tool import tool
 
 
@@ -28,6 +30,16 @@ def get_weather(city: str) -> str:
 
 
 WEATHER = [get_weather.openai_schema()]
+
+
+@tool
+def report_internal_error(summary: str) -> str:
+    """Report that the request is unclear.
+
+    Args:
+        summary: What is unclear.
+    """
+    return "reported"
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +130,32 @@ async def test_a_conversation_longer_than_the_context_is_a_clear_error(model: Lo
     huge = ModelRequest(messages=[Message.user("word " * 2500)], settings=settings(4))
     with pytest.raises(ModelError, match="too long for the context window of 2048"):
         await model.complete(huge)
+
+
+@pytest.mark.slow
+async def test_an_unsized_window_grows_past_4096_tokens_up_to_the_trained_length() -> None:
+    auto = LocalModel()  # n_ctx unset: sized per request
+    long = ModelRequest(messages=[Message.user("word " * 4150 + "\nReply with OK.")], settings=settings(4))
+    response = await auto.complete(long)
+    loaded = auto.load()
+    assert response.usage.input_tokens > 4096 and 1 <= response.usage.output_tokens <= 4
+    assert loaded.automatic and loaded.n_ctx_train == 32768
+    assert response.usage.input_tokens + 4 <= loaded.n_ctx <= loaded.n_ctx_train
+
+
+@pytest.mark.slow
+async def test_the_model_continues_from_a_planted_plan_into_a_parsed_action(model: LocalModel) -> None:
+    plan = "The user did not say which order. I will call report_internal_error with a short summary."
+    history = [
+        Message.user("Cancel my order, the one from before."),
+        *plant_messages(Plant(plan, via="reasoning_block"), "rein"),
+    ]
+    tools = [report_internal_error.openai_schema(), *WEATHER]
+    response = await model.complete(ModelRequest(messages=history, tools=tools, settings=settings(60)))
+    # The grammar (opened for the continuation) compiled, and only the continuation was parsed.
+    assert plan not in response.text and "report_internal_error with" not in response.text
+    # Greedy decoding: the model acts on its plan (this build of llama.cpp and these weights).
+    assert [c.name for c in response.tool_calls] == ["report_internal_error"] and response.text == ""
 
 
 @pytest.mark.slow
