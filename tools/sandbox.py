@@ -2,11 +2,14 @@
 
 One `SandboxSession` owns one worker process (tools/sandbox_worker.py) and speaks to it over
 pipes. The worker's namespace persists between `run` calls. What the code may touch is limited in
-two layers: an AST check and an allow-list of builtins (no imports, no dunder or private
-attributes, no open/getattr/eval/type), and OS limits in the child (CPU time, address space, no new
-file descriptors, no child processes, no file writes; privileges dropped when started as root).
-Wall time is enforced here: a worker that overruns is killed, restarted, and the caller is told
-that the namespace was lost.
+layers: an AST check and an allow-list of builtins (no imports, no dunder or private attributes,
+no open/getattr/eval/type); OS limits in the child (CPU time, address space, no new file
+descriptors, no child processes, no file writes; privileges dropped when started as root); and,
+where bubblewrap is usable, namespaces around the whole worker (tools/sandbox_bwrap.py: no
+network, no host files beyond /usr and Python, no host processes). `SandboxSession.layers` says
+which are active. Wall time is enforced here: a worker that overruns is killed and replaced at
+once; the new worker gets the namespace back from the snapshot the old one sent after its last
+run, and the result says which variables could not be brought back.
 
 Hosts extend the sandbox with trusted `preamble` source (exec'd in the worker before the limits
 apply; its public names become visible to the code) plus picklable `data`. Preamble code may call
@@ -16,13 +19,13 @@ code's namespace; the host may call preamble functions before the code through `
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import pickle
 import select
 import signal
 import subprocess
-import sys
 import threading
 import time
 import weakref
@@ -31,6 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools.sandbox_bwrap import (
+    OS_LAYERS,
+    WORKER_PATH,
+    OsLayer,
+    bwrap_command,
+    bwrap_status,
+    python_executable,
+)
 from tools.sandbox_worker import HEADER
 
 _WORKER = Path(__file__).with_name("sandbox_worker.py")
@@ -42,7 +53,7 @@ class SandboxError(RuntimeError):
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Resource limits of one sandbox session."""
+    """Resource and isolation limits of one sandbox session."""
 
     cpu_s: float = 5.0
     """CPU seconds one run may use."""
@@ -62,6 +73,45 @@ class SandboxLimits:
     """Largest answer accepted from the worker; a bigger one kills it."""
     startup_s: float = 15.0
     """Wall-clock seconds allowed for starting the worker and running the preamble."""
+    snapshot_bytes: int = 4_000_000
+    """Largest pickled namespace kept to restore a killed worker's variables; 0 turns restoring off."""
+    os_layer: OsLayer = "auto"
+    """OS isolation around the worker: "bwrap" (required), "none", or "auto" (bwrap when usable)."""
+
+    def __post_init__(self) -> None:
+        if self.os_layer not in OS_LAYERS:
+            raise ValueError(f"os_layer must be one of {', '.join(OS_LAYERS)}, got {self.os_layer!r}")
+
+
+BASE_LAYERS = ("ast-check", "builtins-allow-list", "rlimits", "uncatchable-cpu-limit")
+"""Layers every sandbox session has, whatever the machine."""
+
+
+def sandbox_layers(limits: SandboxLimits | None = None) -> tuple[list[str], str]:
+    """The layers a session with these limits gets on this machine, and a note on the OS layer.
+
+    "uid-nobody" is listed when the host runs as root (the worker drops to nobody); "bwrap" when
+    the OS layer resolves to bubblewrap. Raises SandboxError when os_layer="bwrap" cannot be met.
+    """
+    limits = limits or SandboxLimits()
+    layers = list(BASE_LAYERS)
+    if os.geteuid() == 0:
+        layers.append("uid-nobody")
+    use, note = _resolve_os_layer(limits.os_layer)
+    if use:
+        layers.append("bwrap")
+    return layers, note
+
+
+def _resolve_os_layer(mode: str) -> tuple[bool, str]:
+    if mode == "none":
+        return False, "OS layer off (os_layer='none')"
+    status = bwrap_status()
+    if status.usable:
+        return True, f"bwrap active ({status.detail}): no network, read-only /usr and Python only, own /tmp and PIDs"
+    if mode == "bwrap":
+        raise SandboxError(f"os_layer='bwrap' was asked for, but {status.detail}")
+    return False, f"bwrap not used: {status.detail}"
 
 
 @dataclass
@@ -77,7 +127,7 @@ class SandboxResult:
     value_repr: str | None = None
     """Short repr of the final expression's value, when there was one."""
     error_type: str | None = None
-    """Exception name, or ForbiddenCode / CpuTimeExceeded / WallTimeExceeded / MemoryLimitExceeded / OutputLimitExceeded / SandboxCrashed."""
+    """Exception name, or ForbiddenCode / CpuTimeExceeded / WallTimeExceeded / MemoryLimitExceeded / OutputLimitExceeded / ResultNotSerializable / SandboxCrashed."""
     error_message: str | None = None
     """Human-readable error."""
     traceback: str | None = None
@@ -87,7 +137,11 @@ class SandboxResult:
     duration_s: float = 0.0
     """Wall time of the run as seen by the host, round trip included."""
     namespace_reset: bool = False
-    """True when the worker was killed or lost, so variables from earlier runs are gone."""
+    """True when the worker was killed or lost; variables from earlier runs are gone except `restored`."""
+    restored: list[str] = field(default_factory=list)
+    """After a reset: variables the new worker got back, as they were after the last finished run."""
+    lost: list[str] = field(default_factory=list)
+    """After a reset: variables that could not be brought back (lambdas, generators, too large, ...)."""
 
     @property
     def ok(self) -> bool:
@@ -106,8 +160,17 @@ class SandboxResult:
             if self.traceback:
                 parts.append(self.traceback)
         if self.namespace_reset:
-            parts.append("[the sandbox was restarted: variables from earlier runs are gone]")
+            parts.append(self._reset_notice())
         return "\n".join(parts) if parts else "(no output)"
+
+
+    def _reset_notice(self) -> str:
+        if not self.restored:
+            return "[the sandbox was restarted: variables from earlier runs are gone]"
+        notice = "[the sandbox was restarted: variables were restored as they were before this run"
+        if self.lost:
+            notice += "; not restorable and gone: " + ", ".join(self.lost[:20])
+        return notice + "]"
 
 
 class SandboxSession:
@@ -128,6 +191,13 @@ class SandboxSession:
         """How many worker processes this session has started."""
         self.worker_info: dict[str, Any] = {}
         """What the worker reported at start (e.g. whether it dropped root privileges)."""
+        self.os_layer_note = ""
+        """Why the OS layer is or is not active, once the session has started."""
+        self._bwrap = False
+        self._snapshot: dict[str, str] = {}
+        """Per variable, the worker's last pickled copy (base64); opaque here, never unpickled."""
+        self._aliases: dict[str, str] = {}
+        self._unrestorable: list[str] = []
         self._proc: subprocess.Popen[bytes] | None = None
         self._lost = False
         self._lock = threading.Lock()
@@ -138,6 +208,23 @@ class SandboxSession:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def layers(self) -> list[str]:
+        """The isolation layers active in the running worker (before start: those planned)."""
+        if self._proc is None:
+            return sandbox_layers(self.limits)[0]
+        layers = list(BASE_LAYERS)
+        if self.worker_info.get("privileges_dropped"):
+            layers.append("uid-nobody")
+        if self._bwrap:
+            layers.append("bwrap")
+        return layers
+
+    def describe(self) -> str:
+        """One line naming the active layers and the OS layer's status."""
+        note = self.os_layer_note or sandbox_layers(self.limits)[1]
+        return f"sandbox layers: {', '.join(self.layers)} ({note})"
 
     @property
     def alive(self) -> bool:
@@ -178,8 +265,13 @@ class SandboxSession:
             started = time.perf_counter()
             self._ensure_started()
             reset, self._lost = self._lost, False
+            notice = self._restore_notice
             result = self._exchange(payload, self.limits.wall_s)
-            result.namespace_reset = result.namespace_reset or reset
+            if result.namespace_reset:
+                self._replace_worker(result)
+            elif reset:
+                result.namespace_reset = True
+                result.restored, result.lost = notice
             result.duration_s = time.perf_counter() - started
             return result
 
@@ -187,12 +279,28 @@ class SandboxSession:
         """Kill the worker and start a fresh one (the namespace is lost)."""
         with self._lock:
             self._kill()
+            self._forget_snapshot()
             self._ensure_started()
 
     def close(self) -> None:
         """Stop the worker."""
         with self._lock:
             self._kill()
+            self._forget_snapshot()
+
+    def _forget_snapshot(self) -> None:
+        self._snapshot, self._aliases, self._unrestorable = {}, {}, []
+
+    def _replace_worker(self, result: SandboxResult) -> None:
+        # Start the next worker now, so this result can say what came back and the next run
+        # does not pay for the start-up.
+        try:
+            self._ensure_started()
+        except SandboxError as exc:
+            result.error_message = f"{result.error_message}; the sandbox could not be restarted: {exc}"
+            return
+        self._lost = False
+        result.restored, result.lost = self._restore_notice
 
     # -- process management ------------------------------------------------------------
 
@@ -202,8 +310,14 @@ class SandboxSession:
         if self._proc is not None:
             self._kill()
             self._lost = True
+        self._bwrap, self.os_layer_note = _resolve_os_layer(self.limits.os_layer)
+        python = [python_executable(), "-I", "-S", "-X", "utf8"]
+        if self._bwrap:
+            argv = [*bwrap_command(_bwrap_binary(), _WORKER), *python, WORKER_PATH]
+        else:
+            argv = [*python, str(_WORKER)]
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-X", "utf8", str(_WORKER)],
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -220,7 +334,14 @@ class SandboxSession:
                     "cpu_s": self.limits.cpu_s, "memory_mb": self.limits.memory_mb,
                     "output_chars": self.limits.output_chars, "max_events": self.limits.max_events,
                     "session_cpu_s": self.limits.session_cpu_s,
+                    "snapshot_bytes": self.limits.snapshot_bytes,
                 }}
+        if (self._snapshot or self._aliases) and self.limits.snapshot_bytes > 0:
+            entries = {}
+            for name, blob in self._snapshot.items():
+                with contextlib.suppress(ValueError):
+                    entries[name] = base64.b64decode(blob, validate=True)
+            init["restore"] = {"entries": entries, "aliases": dict(self._aliases)}
         try:
             payload = pickle.dumps(init, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:
@@ -236,6 +357,15 @@ class SandboxSession:
             self._kill()
             raise SandboxError(f"the sandbox preamble failed: {reply.get('error')}\n{reply.get('traceback') or ''}")
         self.worker_info = {k: v for k, v in reply.items() if k != "ok"}
+
+    @property
+    def _restore_notice(self) -> tuple[list[str], list[str]]:
+        """What the current worker restored from the snapshot, and what stayed lost."""
+        if "restored" not in self.worker_info:
+            return [], list(self._unrestorable)
+        restored = [str(n) for n in self.worker_info.get("restored") or []]
+        lost = self._unrestorable + [str(n) for n in self.worker_info.get("restore_failed") or []]
+        return restored, sorted(set(lost))
 
     def _kill(self) -> None:
         proc, self._proc = self._proc, None
@@ -255,6 +385,9 @@ class SandboxSession:
             self._kill()
             self._lost = False
             return SandboxResult(error_type=exc.kind, error_message=str(exc), namespace_reset=True)
+        snapshot = reply.get("snapshot")
+        if isinstance(snapshot, dict):
+            self._update_snapshot(snapshot)
         return SandboxResult(
             stdout=str(reply.get("stdout", "")),
             stdout_truncated=bool(reply.get("stdout_truncated")),
@@ -265,6 +398,20 @@ class SandboxSession:
             traceback=reply.get("traceback"),
             events=list(reply.get("events") or []),
         )
+
+    def _update_snapshot(self, snapshot: dict[str, Any]) -> None:
+        names = {str(n) for n in snapshot.get("names") or []}
+        changed = snapshot.get("set") or {}
+        kept = {name: blob for name, blob in self._snapshot.items() if name in names}
+        kept.update({str(k): v for k, v in changed.items() if isinstance(v, str) and k in names})
+        self._snapshot = kept
+        aliases = snapshot.get("aliases") or {}
+        self._aliases = {str(k): str(v) for k, v in aliases.items()} if isinstance(aliases, dict) else {}
+        self._unrestorable = sorted(str(n) for n in snapshot.get("lost") or [])
+        # The worker enforces the cap; this bounds what a worker gone rogue could make us hold.
+        if sum(len(blob) for blob in kept.values()) > 2 * self.limits.snapshot_bytes:
+            self._unrestorable = sorted({*self._unrestorable, *kept})
+            self._snapshot = {}
 
     def _send(self, payload: bytes) -> None:
         assert self._proc is not None and self._proc.stdin is not None
@@ -320,9 +467,12 @@ class SandboxSession:
         if self._proc is None:
             return None
         try:
-            return self._proc.wait(timeout=2)
+            code = self._proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             return None
+        if self._bwrap and code > 128:
+            return -(code - 128)  # bwrap reports a worker killed by signal N as exit 128 + N
+        return code
 
     def _exit_reason(self) -> str:
         code = self._exit_code()
@@ -333,7 +483,8 @@ class SandboxSession:
                 name = signal.Signals(-code).name
             except ValueError:
                 name = f"signal {-code}"
-            return f"the sandbox process was killed by {name}"
+            hint = " (a C-level crash, e.g. from very deeply nested data)" if -code == signal.SIGSEGV else ""
+            return f"the sandbox process was killed by {name}{hint}"
         return f"the sandbox process exited unexpectedly (code {code})"
 
 
@@ -341,6 +492,12 @@ class _WorkerGone(Exception):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+def _bwrap_binary() -> str:
+    import shutil
+
+    return shutil.which("bwrap") or "bwrap"
 
 
 def _kill_process(proc: subprocess.Popen[bytes]) -> None:

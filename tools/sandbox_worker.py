@@ -5,11 +5,19 @@ stdin/stdout: pickled requests from the parent (trusted) and JSON answers back (
 taken over by hostile code still cannot make the parent unpickle anything). Importable as a
 module too, so the parent and tests share `check_code`. Standard library only: the child starts
 without site-packages and never imports rein.
+
+Two guarantees hold however hostile the code: the CPU limit cannot be caught (after it fires, every
+further line of sandboxed code raises it again, so `except:` or `finally: continue` only delay it
+by one line), and the worker always answers (a result it cannot encode becomes an error). After
+each run the worker sends the host a snapshot of the namespace so that a worker that has to die
+(a C-level crash, a C call that ignores the CPU timer) can be replaced by one with the same
+variables.
 """
 
 from __future__ import annotations
 
 import ast
+import base64
 import io
 import json
 import math
@@ -22,6 +30,7 @@ import struct
 import sys
 import time
 import traceback
+import types
 from typing import Any
 
 HEADER = struct.Struct(">I")
@@ -63,7 +72,7 @@ class ForbiddenCode(Exception):
 
 
 class CpuTimeExceeded(BaseException):
-    """Raised inside the worker when a step uses up its CPU time (BaseException: `except Exception` cannot hide it)."""
+    """Raised inside the worker when a step uses up its CPU time; raised again on every later line, so it cannot be caught."""
 
 
 class OutputLimitExceeded(BaseException):
@@ -146,6 +155,14 @@ class Worker:
         self.repr = reprlib.Repr()
         self.repr.maxstring = self.repr.maxother = 400
         self.repr.maxlist = self.repr.maxtuple = self.repr.maxdict = self.repr.maxset = 50
+        self.exported = {name: self.namespace[name] for name in exports}
+        self.def_sources: dict[str, tuple[types.CodeType, str]] = {}
+        """Source of each top-level `def` still bound to its name, so a snapshot can re-create it."""
+        self.expired = False
+        """Whether the running step used up its CPU time."""
+        self.sent: dict[str, tuple[Any, bytes]] = {}
+        """Per variable: the value (when immutable) and the bytes last sent in a snapshot."""
+        self.last_shape: tuple[list[str], dict[str, str], list[str]] | None = None
 
     def _builtins(self) -> dict[str, Any]:
         import builtins
@@ -173,6 +190,7 @@ class Worker:
         answer: dict[str, Any] = {"value": None, "value_repr": None, "error_type": None, "error_message": None,
                                   "traceback": None}
         code = request["code"]
+        self.expired = False
         self._arm(self.limits["cpu_s"])
         started = time.perf_counter()
         try:
@@ -199,6 +217,14 @@ class Worker:
                           traceback=_sandbox_traceback(exc, code))
         finally:
             self._arm(0)
+            sys.settrace(None)
+        if self.expired and answer["error_type"] != "CpuTimeExceeded":
+            # The code caught the limit and then ended before its next line could raise it again.
+            answer.update(error_type="CpuTimeExceeded", value=None, value_repr=None, traceback=None,
+                          error_message=f"the code used more than {self.limits['cpu_s']:g}s of CPU time")
+        elif self.output.truncated and answer["error_type"] is None:
+            answer.update(error_type="OutputLimitExceeded", value=None, value_repr=None,
+                          error_message=f"printed output passed the limit of {self.limits['output_chars']} characters")
         answer["duration_s"] = time.perf_counter() - started
         answer["stdout"] = self.output.buffer.getvalue()
         answer["stdout_truncated"] = self.output.truncated
@@ -207,14 +233,140 @@ class Worker:
 
     def _execute(self, code: str) -> Any:
         tree = check_code(code)
+        defs = [node for node in tree.body if isinstance(node, ast.FunctionDef) and not node.decorator_list]
         last: ast.expr | None = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = tree.body.pop().value
-        exec(compile(tree, SOURCE_NAME, "exec", dont_inherit=True), self.namespace)
+        try:
+            exec(compile(tree, SOURCE_NAME, "exec", dont_inherit=True), self.namespace)
+        finally:
+            self._record_defs(code, defs)
         if last is None:
             return None
         expression = ast.Expression(last)
         return eval(compile(expression, SOURCE_NAME, "eval", dont_inherit=True), self.namespace)
+
+    def _record_defs(self, code: str, defs: list[ast.FunctionDef]) -> None:
+        for node in defs:
+            fn = self.namespace.get(node.name)
+            if isinstance(fn, types.FunctionType) and fn.__code__.co_filename == SOURCE_NAME \
+                    and fn.__code__.co_firstlineno == node.lineno:
+                source = ast.get_source_segment(code, node)
+                if source:
+                    self.def_sources[node.name] = (fn.__code__, source)
+
+    # -- CPU limit -------------------------------------------------------------------------
+
+    def on_cpu_timer(self, signum: int, frame: Any) -> None:
+        """SIGPROF handler: mark the step expired, poison the sandboxed frames, raise the limit."""
+        self.expired = True
+        sys.settrace(self._refuse)
+        while frame is not None:
+            if frame.f_code.co_filename == SOURCE_NAME:
+                frame.f_trace = self._refuse
+                frame.f_trace_lines = True
+            frame = frame.f_back
+        raise CpuTimeExceeded()
+
+    def _refuse(self, frame: Any, event: str, arg: Any) -> Any:
+        # Installed once the limit has fired: any line or call of sandboxed code raises it again,
+        # so a handler that caught it cannot run a single statement.
+        if frame.f_code.co_filename != SOURCE_NAME:
+            return None
+        if event in ("call", "line"):
+            raise CpuTimeExceeded()
+        return self._refuse
+
+    # -- snapshots ---------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any] | None:
+        """What changed in the namespace since the last snapshot sent, or None when nothing did.
+
+        Each variable is pickled alone, so one that cannot be pickled (a lambda, a generator, a
+        helper object, data nested too deep) is listed as lost without taking the others along.
+        Functions from `def` statements travel as their source; a variable bound to the same
+        object as an earlier one (`b = a`) travels as an alias. Sharing inside containers is not
+        kept. Unchanged immutable values are not pickled again.
+        """
+        cap = int(self.limits.get("snapshot_bytes", 0))
+        if cap <= 0:
+            return None
+        entries: dict[str, bytes] = {}
+        aliases: dict[str, str] = {}
+        lost: list[str] = []
+        first: dict[int, str] = {}
+        sent: dict[str, tuple[Any, bytes]] = {}
+        room = cap
+        for name, value in self.namespace.items():
+            if name.startswith("__") or (name in self.exported and value is self.exported[name]):
+                continue
+            if not isinstance(value, _SCALARS) and id(value) in first:
+                owner = first[id(value)]
+                if owner in entries:
+                    aliases[name] = owner
+                else:
+                    lost.append(name)
+                continue
+            first[id(value)] = name
+            previous = self.sent.get(name)
+            if previous is not None and previous[0] is value and isinstance(value, _SCALARS):
+                blob: bytes | None = previous[1]
+            elif isinstance(value, types.FunctionType):
+                known = self.def_sources.get(name)
+                fresh = known is not None and value.__code__ is known[0]
+                blob = pickle.dumps(("def", known[1])) if fresh and known else None
+            else:
+                blob = _capped_pickle(("value", value), room)
+            if blob is None or len(blob) > room:
+                lost.append(name)
+                continue
+            room -= len(blob)
+            entries[name] = blob
+            sent[name] = (value if isinstance(value, _SCALARS) else None, blob)
+        changed = {name: blob for name, blob in entries.items()
+                   if name not in self.sent or self.sent[name][1] != blob}
+        shape = (sorted(entries), aliases, sorted(lost))
+        self.sent = sent
+        if not changed and shape == self.last_shape:
+            return None
+        self.last_shape = shape
+        return {"set": {name: base64.b64encode(blob).decode("ascii") for name, blob in changed.items()},
+                "names": shape[0], "aliases": aliases, "lost": shape[2]}
+
+    def restore(self, entries: dict[str, bytes], aliases: dict[str, str]) -> dict[str, list[str]]:
+        """Load the variables an earlier worker of this session sent (after the OS limits apply)."""
+        restored, failed = [], []
+        sources = []
+        for name, blob in entries.items():
+            try:
+                kind, payload = _SnapshotUnpickler(io.BytesIO(blob)).load()
+            except Exception:
+                failed.append(name)
+                continue
+            if not isinstance(name, str) or name.startswith("__"):
+                failed.append(str(name))
+            elif kind == "def" and isinstance(payload, str):
+                sources.append((name, payload))
+            elif kind == "value":
+                self.namespace[name] = payload
+                restored.append(name)
+            else:
+                failed.append(name)
+        for name, source in sources:
+            try:
+                tree = check_code(source)
+                exec(compile(tree, SOURCE_NAME, "exec", dont_inherit=True), self.namespace)
+                self._record_defs(source, [n for n in tree.body if isinstance(n, ast.FunctionDef)])
+                restored.append(name)
+            except Exception:
+                failed.append(name)
+        for name, owner in aliases.items():
+            if owner in restored and not name.startswith("__"):
+                self.namespace[name] = self.namespace[owner]
+                restored.append(name)
+            else:
+                failed.append(name)
+        return {"restored": sorted(restored), "restore_failed": sorted(failed)}
 
     def _arm(self, seconds: float) -> None:
         # The profiling timer interrupts Python-level loops gracefully; RLIMIT_CPU (set a second
@@ -251,11 +403,46 @@ def _sandbox_traceback(exc: BaseException, code: str) -> str:
     return "\n".join(out[-8:])
 
 
-def _on_cpu_timer(signum: int, frame: Any) -> None:
-    raise CpuTimeExceeded()
+class _CappedBuffer(io.BytesIO):
+    """A pickle target that gives up as soon as the snapshot passes its size cap."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+
+    def write(self, data: Any) -> int:
+        if self.tell() + len(data) > self.cap:
+            raise OverflowError("snapshot too large")
+        return super().write(data)
 
 
-def _restrict(limits: dict[str, Any]) -> dict[str, bool]:
+def _capped_pickle(value: Any, cap: int) -> bytes | None:
+    buffer = _CappedBuffer(cap)
+    try:
+        pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    except Exception:  # unpicklable, too deep (RecursionError), too large (OverflowError)
+        return None
+    return buffer.getvalue()
+
+
+_SCALARS = (int, float, complex, str, bytes, bool, type(None))
+
+_SNAPSHOT_GLOBALS = frozenset(("set", "frozenset", "complex", "bytearray", "slice", "range", "list",
+                               "dict", "tuple", "str", "bytes", "int", "float", "bool"))
+
+
+class _SnapshotUnpickler(pickle.Unpickler):
+    """Loads plain builtin data only: a snapshot can never name a module or function to call."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "builtins" and name in _SNAPSHOT_GLOBALS:
+            import builtins
+
+            return getattr(builtins, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a snapshot")
+
+
+def _restrict(limits: dict[str, Any], worker: Worker) -> dict[str, bool]:
     """Apply OS limits; after this the process cannot open files, fork, or grow past its memory cap."""
     dropped = False
     if os.geteuid() == 0:
@@ -277,7 +464,7 @@ def _restrict(limits: dict[str, Any]) -> dict[str, bool]:
     # Descriptors 0-2 hold the pipes; a limit of 3 means no new file, socket or pipe can be opened.
     resource.setrlimit(resource.RLIMIT_NOFILE, (3, 3))
     signal.signal(signal.SIGXCPU, signal.SIG_DFL)
-    signal.signal(signal.SIGPROF, _on_cpu_timer)
+    signal.signal(signal.SIGPROF, worker.on_cpu_timer)
     return {"privileges_dropped": dropped}
 
 
@@ -301,9 +488,40 @@ def _read_frame(stream: Any) -> bytes | None:
 
 
 def _write_frame(stream: Any, payload: dict[str, Any]) -> None:
-    data = json.dumps(payload, allow_nan=False, default=repr).encode()
+    data = _encode(payload)
     stream.write(HEADER.pack(len(data)) + data)
     stream.flush()
+
+
+def _encode(payload: dict[str, Any]) -> bytes:
+    try:
+        return json.dumps(payload, allow_nan=False, default=repr).encode()
+    except (ValueError, TypeError, RecursionError, MemoryError) as exc:
+        # Emitted events or reprs too deep or odd for JSON: the step fails, the worker lives on.
+        safe = {k: payload.get(k) for k in ("stdout", "stdout_truncated", "duration_s", "snapshot")}
+        safe.update(value=None, value_repr=None, events=[], traceback=None,
+                    error_type="ResultNotSerializable",
+                    error_message=f"the step's result could not be sent back ({type(exc).__name__}: "
+                                  f"{str(exc)[:200]}); keep emitted data flat and plain")
+        return json.dumps(safe, allow_nan=False, default=repr).encode()
+
+
+def _run_step(worker: Worker, request: dict[str, Any]) -> dict[str, Any]:
+    try:
+        answer = worker.run(request)
+    except BaseException as exc:  # e.g. the CPU timer firing while run() was already cleaning up
+        worker._arm(0)
+        sys.settrace(None)
+        kind = "CpuTimeExceeded" if isinstance(exc, CpuTimeExceeded) else type(exc).__name__
+        answer = {"value": None, "value_repr": None, "traceback": None, "events": [], "stdout": "",
+                  "stdout_truncated": False, "error_type": kind, "error_message": str(exc)[:2000]}
+    try:
+        snapshot = worker.snapshot()
+    except BaseException:
+        snapshot = None
+    if snapshot is not None:
+        answer["snapshot"] = snapshot
+    return answer
 
 
 def main() -> None:
@@ -325,14 +543,17 @@ def main() -> None:
         if op == "init":
             try:
                 worker = Worker(request)
-                info = _restrict(request["limits"])
+                info: dict[str, Any] = _restrict(request["limits"], worker)
+                restore = request.get("restore")
+                if restore:
+                    info.update(worker.restore(restore["entries"], restore["aliases"]))
             except BaseException as exc:
                 _write_frame(out, {"ok": False, "error": f"{type(exc).__name__}: {exc}",
                                    "traceback": traceback.format_exc(limit=-4)})
                 return
             _write_frame(out, {"ok": True, **info})
         elif op == "run" and worker is not None:
-            _write_frame(out, worker.run(request))
+            _write_frame(out, _run_step(worker, request))
         else:
             _write_frame(out, {"ok": False, "error": f"unexpected request {op!r}"})
 

@@ -35,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     solve.add_argument("--window", type=float, default=1.0, help="side fraction of a seeded window of the photo")
     solve.add_argument("--vision", action="store_true", help="send pictures to the model as PNG content parts")
     solve.add_argument("--save-png", default=None, help="write the final arrangement to this PNG file")
+    solve.add_argument("--sandbox", choices=("auto", "bwrap", "none"), default="auto",
+                       help="OS layer around the code sandbox: bwrap when usable (auto), required, or off")
     solve.add_argument("--json", action="store_true", help="print the result as JSON")
 
     bench = sub.add_parser("bench", help="solver Acc and Score per grid size and level")
@@ -67,12 +69,25 @@ def _config(args: argparse.Namespace) -> Any:
         raise UserFacingError(f"invalid puzzle settings: {problems}") from None
 
 
+def _sandbox(os_layer: str) -> tuple[Any, list[str], str]:
+    """The sandbox limits for an episode, and the layers (and OS-layer note) they give here."""
+    from tools.sandbox import SandboxError, SandboxLimits, sandbox_layers
+
+    limits = SandboxLimits(cpu_s=5.0, wall_s=10.0, memory_mb=256, os_layer=os_layer)  # type: ignore[arg-type]
+    try:
+        layers, note = sandbox_layers(limits)
+    except SandboxError as exc:
+        raise UserFacingError(str(exc)) from None
+    return limits, layers, note
+
+
 def _solve(args: argparse.Namespace) -> int:
     from scenarios.jigsaw.env import JigsawEnv
 
     config = _config(args)
-    extra: dict[str, Any] = {}
-    with JigsawEnv(config) as env:
+    limits, layers, note = _sandbox(args.sandbox)
+    extra: dict[str, Any] = {"sandbox_layers": layers, "sandbox_note": note}
+    with JigsawEnv(config, sandbox_limits=limits) as env:
         if args.agent == "solver":
             from scenarios.jigsaw.solver import SolverAgent
 
@@ -104,6 +119,7 @@ def _solve(args: argparse.Namespace) -> int:
               f"agent={args.agent}")
         print(f"solved: {'yes' if result.solved else 'no'}  score: {result.score:.2f}  steps: {result.steps}  "
               f"reward: {result.reward:.2f}  ({payload['termination']})")
+        print(f"sandbox layers: {', '.join(layers)} ({note})")
         if extra.get("model_error"):
             print(f"model error: {extra['model_error']}", file=sys.stderr)
     return 0
@@ -150,6 +166,9 @@ def _bench(args: argparse.Namespace) -> int:
     for image in images:
         load_image(image)  # a missing or unreadable file fails here, before any work
     progress = None if args.json else (lambda line: print(line, file=sys.stderr))
+    if progress is not None:
+        _, layers, note = _sandbox("auto")
+        progress(f"sandbox layers: {', '.join(layers)} ({note})")
     cells = solver_bench(grids=args.grids, levels=args.levels, seeds=args.seeds, images=images,
                          window=args.window, progress=progress)
     if not cells:
