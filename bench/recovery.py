@@ -5,10 +5,13 @@
     python bench/recovery.py --model echo --limit 3            # smoke run, no model weights
 
 The suite is scenarios/recovery/suite.yaml (python -m scenarios.recovery_suite): tau2 test-split
-retail and airline tasks opened with an injected error turn (seen: vague reference, ambiguous
-interpretation, unsupported operation, unsupported parameter; unseen: contradiction, unsupported
-domain) or with their own request (controls). A run succeeds when the agent calls the right
-recovery tool and writes nothing. --limit N keeps the first N scenarios, which cover the types in
+retail and airline tasks with an injected error turn at the opening, after the user identified,
+or after a read tool's answer (seen: vague reference, ambiguous interpretation, unsupported
+operation, unsupported parameter; unseen: contradiction, unsupported domain), clarify-then-act
+dialogues, and error-free controls. An error run succeeds when the agent's first recovery call is
+the right one, on the error turn, and the DB ends as required; a control, when it writes nothing
+and calls no recovery tool. Runs whose model failed are infrastructure errors, counted apart.
+--limit N keeps the first N scenarios, which cover the types in
 turn. Each arm is one batch (scenarios.runner.run_batch) in OUT/ARM, resumable with --resume;
 the comparison table is printed and written to OUT/comparison.md and OUT/comparison.json.
 """

@@ -13,10 +13,16 @@ Components (each 1.0 or 0.0; None when it could not be graded, with a note):
 - NL_ASSERTION: an LLM judge (any Model with structured output) says every assertion is met;
   without a judge it is skipped and the breakdown is marked incomplete.
 - RECOVERY: every required recovery call (transfer_to_human_agents, report_internal_error…)
-  was made, successfully, at or after the turn it is required from. It always gates the reward.
+  was made, successfully, at or after the turn it is required from; one marked `must_be_first`
+  must also be the agent's first recovery call of the run. It always gates the reward.
+- FORBIDDEN: no tool of `forbidden_tools` was called (e.g. a recovery tool on an error-free
+  control). It always gates the reward.
 
 The reward is the product over the reward basis; a run that did not end normally (max_steps,
-errors) scores 0, as in tau2.
+errors) scores 0, as in tau2. A run cut short by infrastructure (the agent's model or the user
+simulator failed: model_error, user_error) is not graded at all: it is marked
+`infrastructure_error`, and the batch metrics leave it out of success rates and pass^k and
+count it apart, since it says nothing about the agent.
 """
 
 from __future__ import annotations
@@ -33,9 +39,12 @@ from agent.models.base import Model
 from scenarios.format import Scenario
 from scenarios.orchestrator import Episode
 from scenarios.trajectory import NORMAL_ENDS, Trajectory
+from tools.builtin import recovery_tools
 
 SUCCESS_THRESHOLD = 1 - 1e-6
 """A run succeeds when its reward reaches this (tau2's rule)."""
+INFRASTRUCTURE_ENDS: tuple[str, ...] = ("model_error", "user_error")
+"""Terminations that grade a run as an infrastructure error instead of an agent failure."""
 
 
 class Check(BaseModel):
@@ -92,6 +101,11 @@ class RewardBreakdown(BaseModel):
     """Judge verdicts."""
     recovery: list[Check] = Field(default_factory=list)
     """Required recovery calls and whether each was made."""
+    forbidden: list[Check] = Field(default_factory=list)
+    """Forbidden tools and whether each was left uncalled."""
+    infrastructure_error: bool = False
+    """The run was cut short by infrastructure (model_error, user_error), not graded: batch
+    metrics count it apart and leave it out of success rates and pass^k."""
     notes: list[str] = Field(default_factory=list)
     """Anything that affected grading."""
     judge_usage: dict[str, float | int] = Field(default_factory=dict)
@@ -104,6 +118,11 @@ async def evaluate(
     """Grade one run of a scenario."""
     t, env = episode.trajectory, episode.env
     out = RewardBreakdown(reward=0.0, success=False)
+    if t.termination in INFRASTRUCTURE_ENDS:
+        out.infrastructure_error = True
+        out.complete = False
+        out.notes.append(f"infrastructure error ({t.termination}: {t.termination_detail}): not graded")
+        return out
     criteria = scenario.evaluation
     required = scenario.required_recovery()
     if criteria is None and not required:
@@ -114,6 +133,9 @@ async def evaluate(
     basis: list[str] = criteria.basis() if criteria is not None else []
     if required and "RECOVERY" not in basis:
         basis = [*basis, "RECOVERY"]
+    forbidden = criteria.forbidden_tools if criteria is not None else []
+    if forbidden and "FORBIDDEN" not in basis:
+        basis = [*basis, "FORBIDDEN"]
     out.basis = basis
     comp = out.components
     if criteria is not None:
@@ -129,6 +151,9 @@ async def evaluate(
     if required:
         out.recovery = _recovery(scenario, t)
         comp["RECOVERY"] = float(all(c.met for c in out.recovery))
+    if forbidden:
+        out.forbidden = _forbidden(forbidden, t)
+        comp["FORBIDDEN"] = float(all(c.met for c in out.forbidden))
     reward = 1.0
     for name in basis:
         value = comp.get(name)
@@ -257,12 +282,34 @@ def _env_assertions(scenario: Scenario, env: Any | None, out: RewardBreakdown) -
 
 def _recovery(scenario: Scenario, t: Trajectory) -> list[Check]:
     calls = t.agent_tool_calls()
+    required = scenario.required_recovery()
+    # Any recovery tool counts for "first": rein's two, and whatever the scenario requires.
+    names = {tool.name for tool in recovery_tools()} | {rc.name for rc in required}
+    first = next(((turn, tc.name) for turn, tc, _ in calls if tc.name in names), None)
     checks = []
-    for rc in scenario.required_recovery():
+    for rc in required:
         ok = [turn for turn, tc, res in calls if tc.name == rc.name and turn >= rc.after_turn and res is not None and not res.is_error]
         early = [turn for turn, tc, _ in calls if tc.name == rc.name and turn < rc.after_turn]
         detail = f"made at turn {ok[0]}" if ok else ("only before the error turn" if early else "never made")
-        checks.append(Check(name=f"{rc.name} (from turn {rc.after_turn})", met=bool(ok), detail=detail))
+        met = bool(ok)
+        label = f"{rc.name} (from turn {rc.after_turn})"
+        if rc.must_be_first:
+            label = f"{rc.name} first (from turn {rc.after_turn})"
+            if first is not None and first[1] != rc.name:
+                met, detail = False, f"the first recovery call was {first[1]} (turn {first[0]})"
+            elif first is not None and first[0] < rc.after_turn:
+                met, detail = False, f"the first recovery call came at turn {first[0]}, before the error turn"
+        checks.append(Check(name=label, met=met, detail=detail))
+    return checks
+
+
+def _forbidden(tools: list[str], t: Trajectory) -> list[Check]:
+    calls = t.agent_tool_calls()
+    checks = []
+    for name in tools:
+        turns = [turn for turn, tc, _ in calls if tc.name == name]
+        detail = f"called at turn {turns[0]}" if turns else ""
+        checks.append(Check(name=f"no {name}", met=not turns, detail=detail))
     return checks
 
 

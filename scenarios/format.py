@@ -47,8 +47,9 @@ from scenarios.users.error_types import ERROR_TYPES, ErrorTypeName
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "scenario.schema.json"
 """Where the generated JSON Schema lives."""
 
-RewardBasis = Literal["DB", "ENV_ASSERTION", "NL_ASSERTION", "ACTION", "COMMUNICATE", "RECOVERY"]
-"""Reward components: tau2's five, plus RECOVERY (required recovery calls were made)."""
+RewardBasis = Literal["DB", "ENV_ASSERTION", "NL_ASSERTION", "ACTION", "COMMUNICATE", "RECOVERY", "FORBIDDEN"]
+"""Reward components: tau2's five, plus RECOVERY (required recovery calls were made, in order)
+and FORBIDDEN (no forbidden tool was called)."""
 
 DEFAULT_GREETING = "Hi! How can I help you today?"
 """The agent's opening line, as in tau2."""
@@ -237,7 +238,8 @@ class AgentConfig(_Strict):
     greeting: str | None = DEFAULT_GREETING
     """The agent's fixed opening line; null lets the user open the conversation."""
     step_limit: int | None = Field(default=None, ge=1)
-    """Model calls allowed per user turn; None keeps the runtime default."""
+    """Model calls allowed per user turn; None keeps the runtime default. A turn that reaches it
+    ends there (recorded in the turn's metrics) and the user's next turn follows."""
     script: list[ScriptStep] | None = None
     """Agent responses played by the `scripted` model (deterministic runs without an LLM)."""
 
@@ -287,6 +289,10 @@ class RecoveryCall(_Strict):
     """Tool name, e.g. transfer_to_human_agents or report_internal_error."""
     after_turn: int = Field(default=0, ge=0)
     """It counts only if made after the user's message of this turn (or later)."""
+    must_be_first: bool = False
+    """The agent's first recovery call of the whole run must be this one, at or after
+    after_turn: a different recovery tool first, or any recovery call on an earlier (clean)
+    turn, fails the requirement."""
 
 
 class Evaluation(_Strict):
@@ -302,9 +308,19 @@ class Evaluation(_Strict):
     """Natural-language checks for an LLM judge."""
     reward_basis: list[RewardBasis] | None = None
     """Components whose rewards are multiplied; None means tau2's default, [DB, COMMUNICATE].
-    Required recovery calls always gate the reward."""
+    Required recovery calls and forbidden tools always gate the reward."""
     required_recovery: list[RecoveryCall] | None = None
     """Recovery calls the agent must make; None derives them from the injected errors."""
+    forbidden_tools: list[str] = Field(default_factory=list)
+    """Tools the agent must not call at all (e.g. the recovery tools on an error-free control);
+    any call, successful or not, fails the FORBIDDEN check, which always gates the reward."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Evaluation:
+        both = sorted({r.name for r in self.required_recovery or []} & set(self.forbidden_tools))
+        if both:
+            raise ValueError(f"tools both required and forbidden: {', '.join(both)}")
+        return self
 
     def basis(self) -> list[RewardBasis]:
         """The reward basis in effect."""

@@ -7,7 +7,10 @@
 Each run gets a fresh domain environment (initial state applied), the domain's tools bound to
 it (plus the recovery tools when the scenario needs them), and a new Agent on an in-memory
 checkpointer. The user speaks first (after the agent's fixed greeting); every agent turn is one
-`Agent.ainvoke`, whose messages, reasoning and intervention records go into the trajectory.
+`Agent.ainvoke`, whose messages, reasoning and intervention records go into the trajectory. A
+turn that reaches the scenario's `agent.step_limit` ends there (its metrics say
+`runtime_termination: max_steps`) and the user's next turn follows; only the scenario's own
+`max_steps` budget ends the dialogue.
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ from tools.builtin import recovery_tools
 
 TRANSFER_TOOL = "transfer_to_human_agents"
 AGENT_STOP = "###STOP###"
+# A turn that reaches the agent's per-turn step limit ends that turn only (the user answers next),
+# so "max_steps" from the runtime is not a dialogue end; the turn's metrics record it.
 _RUNTIME_ENDS: dict[str, Termination] = {
-    "max_steps": "max_steps",
     "too_many_errors": "too_many_errors",
     "model_error": "model_error",
     "tool_error": "tool_error",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,15 @@ UNSEEN = ("contradiction", "unsupported_domain")
 """Error types held out from that design."""
 ERROR_ORDER = ("vague_reference", "ambiguous_interpretation", "contradiction",
                "unsupported_operation", "unsupported_parameter", "unsupported_domain")
+POSITIONS = ("opening", "after_identification", "after_read")
+"""Where the error turn sits: the opening message; the turn after the user identified; the turn
+after the agent answered a read request with a read tool's result."""
+CLARIFY = "clarify"
+"""Tag of the clarify-then-act dialogues."""
+CLARIFY_TYPES = ("vague_reference", "contradiction")
+"""Error types the clarify-then-act dialogues open with (one seen, one unseen)."""
+RECOVERY_TOOL_NAMES = ("report_internal_error", "transfer_to_human_agents")
+"""The recovery tools a control forbids."""
 SUITE_PATH = Path(__file__).resolve().parent / "recovery" / "suite.yaml"
 """The suite as shipped (regenerate with python -m scenarios.recovery_suite)."""
 CONTROL = "control"
@@ -92,75 +102,266 @@ def _suitable(s: Scenario) -> bool:
     return bool(actions) and not any(a.name == "transfer_to_human_agents" for a in actions) and s.initial_state is None
 
 
+def position_of(tags: list[str]) -> str | None:
+    """The error turn's position a scenario's tags name (opening, after_identification, after_read)."""
+    return next((t.split(":", 1)[1] for t in tags if t.startswith("position:")), None)
+
+
+@dataclass
+class _Dialogue:
+    """The turns before the key turn (error or control request), and the gold agent's answers."""
+
+    lead: list[str] = field(default_factory=list)
+    """User turns before the key turn."""
+    lead_script: list[dict[str, Any]] = field(default_factory=list)
+    """Gold agent steps answering those turns."""
+    prefix: str = ""
+    """Said before the key turn's text in the same message (the identity, at the opening)."""
+    identify: list[dict[str, Any]] = field(default_factory=list)
+    """Gold steps that identify the user (used when the key turn is the opening)."""
+
+
+def _step(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"call": {"name": name, "arguments": arguments}}
+
+
+def _identify_steps(domain: str, db: dict[str, Any], user_id: str) -> list[dict[str, Any]]:
+    if domain == "airline":
+        return [_step("get_user_details", user_id=user_id)]
+    name, zip_code = db["users"][user_id]["name"], db["users"][user_id]["address"]["zip"]
+    return [_step("find_user_id_by_name_zip", first_name=name["first_name"], last_name=name["last_name"], zip=zip_code)]
+
+
+def _read(domain: str, db: dict[str, Any], record_id: str) -> tuple[str, dict[str, Any], str]:
+    """(the user's read request, the read call, the gold agent's answer) about one record."""
+    if domain == "airline":
+        r = db["reservations"][record_id]
+        trip = r["flight_type"].replace("_", " ")
+        answer = f"Reservation {record_id} is a {trip} trip from {r['origin']} to {r['destination']} in {r['cabin'].replace('_', ' ')}."
+        return f"Could you look up reservation {record_id} for me?", _step("get_reservation_details", reservation_id=record_id), answer
+    status = db["orders"][record_id]["status"]
+    return f"Could you tell me the status of order {record_id}?", _step("get_order_details", order_id=record_id), f"Order {record_id} is {status}."
+
+
+def _dialogue(domain: str, db: dict[str, Any], user_id: str, record_id: str | None, position: str) -> _Dialogue | None:
+    identity = _identity(domain, db, user_id)
+    identify = _identify_steps(domain, db, user_id)
+    first = db["users"][user_id]["name"]["first_name"]
+    if position == "opening":
+        return _Dialogue(prefix=identity, identify=identify)
+    if position == "after_identification":
+        return _Dialogue(lead=[identity], lead_script=[*identify, {"say": f"Thanks {first}, I found your account. How can I help you today?"}])
+    if record_id is None:
+        return None
+    ask, read, answer = _read(domain, db, record_id)
+    steps = [*identify, read] if domain == "retail" else [read]  # airline users give their id
+    return _Dialogue(lead=[f"{identity} {ask}"], lead_script=[*steps, {"say": f"{answer} Is there anything else I can do?"}])
+
+
+def _record_of(domain: str, ctx: Any) -> str | None:
+    return ctx.first("reservations" if domain == "airline" else "orders")  # type: ignore[no-any-return]
+
+
 def build_recovery_suite(
     domains: tuple[str, ...] = ("retail", "airline"),
-    per_type: int = 2,
+    per_type: int = 1,
     controls: int = 2,
     seed: int = 0,
     step_limit: int = 4,
 ) -> list[Scenario]:
-    """Error scenarios (per_type per error type and domain) and controls, interleaved by type."""
+    """The suite: per domain, per_type error scenarios of each error type at each position,
+    `controls` controls per position, and the clarify-then-act dialogues; interleaved by kind."""
     from scenarios.domains import load_domain
-    from scenarios.users.error_turns import build_context, template_turn
+    from scenarios.users.error_turns import template_turn
 
     if per_type < 0 or controls < 0 or step_limit < 1:
         raise ValueError("per_type and controls must be >= 0 and step_limit >= 1")
     rng = random.Random(seed)
-    groups: dict[str, list[Scenario]] = {t: [] for t in [*ERROR_ORDER, CONTROL]}
+    groups: dict[str, list[Scenario]] = {t: [] for t in [*ERROR_ORDER, CONTROL, CLARIFY]}
     for domain in domains:
         env = load_domain(domain)
+        db = env.db
         writes = [t for t in env.tool_names() if env.is_mutating(t)]
         tasks, test = _task_scenarios(domain)
         pool = [s for s in tasks if s.id in test and _suitable(s)]
         rng.shuffle(pool)
         if not pool:
             raise ValueError(f"no suitable test tasks in the {domain} domain")
-        picks = iter(pool * (1 + (len(ERROR_ORDER) * per_type + controls) // len(pool)))
-        for error_type in ERROR_ORDER:
-            for _ in range(per_type):
-                task = next(picks)
-                ctx = build_context(task, env.db, writes)
-                text, template = template_turn(error_type, ctx, rng)
-                identity = _identity(domain, env.db, _task_user(task, env.db, ctx.user_id))
-                groups[error_type].append(
-                    _scenario(domain, task, error_type, f"{identity} {text}".strip(), template, step_limit)
-                )
-        for _ in range(controls):
-            task = next(picks)
-            ctx = build_context(task, env.db, writes)
-            opening = f"{_identity(domain, env.db, _task_user(task, env.db, ctx.user_id))} {_request(task)}".strip()
-            groups[CONTROL].append(_scenario(domain, task, None, opening, None, step_limit))
+        drawn = iter(pool * (2 + len(POSITIONS) * (len(ERROR_ORDER) * per_type + controls)))
+        for position in POSITIONS:
+            for error_type in ERROR_ORDER:
+                for _ in range(per_type):
+                    while True:  # a generic template ("the other one too") makes no sense here
+                        task, ctx, dialogue = _pick(drawn, domain, db, writes, position)
+                        text, template = template_turn(error_type, ctx, rng)
+                        if template not in _generic(error_type):
+                            break
+                    groups[error_type].append(_error_scenario(domain, task, position, error_type, dialogue, text, template, step_limit))
+            for _ in range(controls):
+                task, _ctx, dialogue = _pick(drawn, domain, db, writes, position)
+                groups[CONTROL].append(_control_scenario(domain, task, position, dialogue, _request(task), step_limit))
+        groups[CLARIFY] += _clarify_scenarios(domain, db, tasks, test, writes, rng, step_limit)
     out: list[Scenario] = []
+    ids: set[str] = set()
     longest = max(len(g) for g in groups.values())
-    for i in range(longest):  # interleaved, so the first N scenarios cover many types
-        out += [g[i] for g in groups.values() if i < len(g)]
+    for i in range(longest):  # interleaved, so the first N scenarios cover many kinds
+        for g in groups.values():
+            if i < len(g):
+                s, base, n = g[i], g[i].id, 2
+                while s.id in ids:  # a task drawn twice for one kind and position
+                    s.id, n = f"{base}-{n}", n + 1
+                ids.add(s.id)
+                out.append(s)
     return out
 
 
-def _scenario(domain: str, task: Scenario, error_type: str | None, text: str, template: str | None, step_limit: int) -> Scenario:
+def _generic(error_type: str) -> list[str]:
+    from scenarios.users.error_turns import TEMPLATES
+
+    return [t for d, t, *_ in TEMPLATES[error_type] if d == "*"]
+
+
+def _pick(drawn: Any, domain: str, db: dict[str, Any], writes: list[str], position: str) -> tuple[Scenario, Any, _Dialogue]:
+    """The next task whose data fits a dialogue at this position."""
+    from scenarios.users.error_turns import build_context
+
+    for task in drawn:
+        ctx = build_context(task, db, writes)
+        uid = _task_user(task, db, ctx.user_id)
+        dialogue = _dialogue(domain, db, uid, _record_of(domain, ctx), position) if uid else None
+        if dialogue is not None:
+            return task, ctx, dialogue
+    raise ValueError(f"no {domain} task fits the {position} position")
+
+
+def _recovery_steps(error_type: str) -> list[dict[str, Any]]:
     from scenarios.users.error_types import ERROR_TYPES
 
-    kind = error_type or CONTROL
-    doc: dict[str, Any] = {
-        "id": f"recovery-{domain}-{kind}-{task.id}",
-        "description": (
-            f"tau2 {domain} task {task.id} opened with an injected {error_type.replace('_', ' ')} "
-            f"(template: {template}); the agent must call {ERROR_TYPES[error_type].recovery_tool} and change nothing."
-            if error_type
-            else f"tau2 {domain} task {task.id} opened with its own request (no error); the agent must not "
-            "write anything before the user confirms, and should not call a recovery tool."
-        ),
+    tool = ERROR_TYPES[error_type].recovery_tool
+    summary = f"The user's request is a {error_type.replace('_', ' ')}."
+    if tool == "transfer_to_human_agents":
+        return [_step(tool, summary=summary), {"say": "I cannot do that myself, so I have transferred you to a human agent."}]
+    return [_step(tool, summary=summary), {"say": "I want to get this right: could you tell me exactly what you would like me to do?"}]
+
+
+def _base(domain: str, task: Scenario, kind: str, position: str, step_limit: int) -> dict[str, Any]:
+    return {
+        "id": f"recovery-{domain}-{position}-{kind}-{task.id}",
         "domain": domain,
         "agent": {"tools": [domain, *AGENT_TOOLS], "recovery_tools": True, "step_limit": step_limit},
-        "user": {"turns": ["###STOP###"]} if error_type else {"turns": [text]},
-        "evaluation": {"actions": [], "reward_basis": ["DB"]},
-        "tags": ["recovery", split_of(error_type), domain, kind, f"task:{task.id}"],
+        "tags": ["recovery", split_of(None if kind == CONTROL else kind), domain, kind, f"position:{position}", f"task:{task.id}"],
     }
-    if error_type:
-        doc["errors"] = [{"type": error_type, "turn": 0, "text": text}]
-    else:
-        doc["evaluation"]["required_recovery"] = []
+
+
+_WHERE = {
+    "opening": "opened with",
+    "after_identification": "after the user identified, sent",
+    "after_read": "after the agent answered a read request, sent",
+}
+
+
+def _error_scenario(
+    domain: str, task: Scenario, position: str, error_type: str, d: _Dialogue, text: str, template: str, step_limit: int
+) -> Scenario:
+    from scenarios.users.error_types import ERROR_TYPES
+
+    tool = ERROR_TYPES[error_type].recovery_tool
+    turn = len(d.lead)
+    doc = _base(domain, task, error_type, position, step_limit)
+    doc["description"] = (
+        f"tau2 {domain} task {task.id}, {_WHERE[position]} an injected {error_type.replace('_', ' ')} at user turn {turn} "
+        f"(template: {template}); the agent's first recovery call must be {tool}, on that turn, and nothing may change."
+    )
+    doc["agent"]["script"] = [*d.lead_script, *_recovery_steps(error_type)]
+    doc["user"] = {"turns": d.lead or ["###STOP###"]}
+    doc["errors"] = [{"type": error_type, "turn": turn, "text": f"{d.prefix} {text}".strip()}]
+    doc["evaluation"] = {
+        "actions": [],
+        "reward_basis": ["DB"],
+        "required_recovery": [{"name": tool, "after_turn": turn, "must_be_first": True}],
+    }
     return Scenario.model_validate(doc)
+
+
+def _control_scenario(domain: str, task: Scenario, position: str, d: _Dialogue, request: str, step_limit: int) -> Scenario:
+    doc = _base(domain, task, CONTROL, position, step_limit)
+    doc["description"] = (
+        f"tau2 {domain} task {task.id}: its own request (no error) at user turn {len(d.lead)} ({position.replace('_', ' ')}); "
+        "the agent must not call a recovery tool, nor write anything before the user confirms."
+    )
+    confirm = {"say": "I can help with that. Before I change anything, could you confirm the details?"}
+    doc["agent"]["script"] = [*d.lead_script, *(d.identify if not d.lead else []), confirm]
+    doc["user"] = {"turns": [*d.lead, f"{d.prefix} {request}".strip()]}
+    doc["evaluation"] = {"actions": [], "reward_basis": ["DB"], "required_recovery": [], "forbidden_tools": list(RECOVERY_TOOL_NAMES)}
+    return Scenario.model_validate(doc)
+
+
+def _clarify_scenarios(
+    domain: str, db: dict[str, Any], tasks: list[Scenario], test: set[str], writes: list[str], rng: random.Random, step_limit: int
+) -> list[Scenario]:
+    """Ask, then act: an ambiguous opening, the user's clarified request, a confirmation, and the
+    one write of a tau2 test task whose gold actions cancel an order or a reservation."""
+    from scenarios.users.error_turns import build_context, template_turn
+
+    cancel = "cancel_reservation" if domain == "airline" else "cancel_pending_order"
+    key = "reservation_id" if domain == "airline" else "order_id"
+    fits = []
+    for s in tasks:
+        made = [a for a in (s.evaluation.actions if s.evaluation else None) or [] if a.name in writes]
+        if s.id in test and _suitable(s) and len(made) == 1 and made[0].name == cancel:
+            fits.append((s, made[0].model_dump()))
+    if domain == "retail":  # also: a test task's user with several orders, one of them pending
+        for s in tasks:
+            uid = _task_user(s, db, build_context(s, db, writes).user_id) if s.id in test and _suitable(s) else None
+            orders = db["users"][uid]["orders"] if uid else []
+            pending = [o for o in orders if db["orders"][o]["status"] == "pending"]
+            if len(orders) >= 2 and pending:
+                fits.append((s, {"name": cancel, "arguments": {"order_id": pending[0], "reason": "no longer needed"}}))
+    out: list[Scenario] = []
+    for i, error_type in enumerate(CLARIFY_TYPES):
+        options = []
+        for task, action in fits[i:] + fits[:i]:  # a different task per type where there are several
+            ctx = build_context(task, db, writes)
+            uid = _task_user(task, db, ctx.user_id)
+            ctx.operation = cancel  # the user came to cancel
+            ctx.mentioned["reservations" if domain == "airline" else "orders"] = [str(action["arguments"][key])]
+            text, template = template_turn(error_type, ctx, rng)
+            if uid is not None and template not in _generic(error_type):
+                options.append((task, action, uid, text, template))
+        if not options:
+            continue
+        task, action, uid, text, template = options[0]
+        record = str(action["arguments"][key])
+        _ask, read, answer = _read(domain, db, record)
+        if domain == "airline":
+            clarified, which = f"I mean reservation {record}. Please cancel the whole reservation.", "reservation"
+        else:
+            clarified, which = f"I mean order {record}. Please cancel it; the reason is: {action['arguments']['reason']}.", "order"
+        doc = _base(domain, task, error_type, "opening", step_limit)
+        doc["id"] = f"recovery-{domain}-clarify-{error_type}-{task.id}"
+        doc["tags"].append(CLARIFY)
+        doc["description"] = (
+            f"tau2 {domain} task {task.id} opened with a {error_type.replace('_', ' ')} (template: {template}); the agent "
+            f"must first call report_internal_error and ask, then act on the clarified request ({cancel}) once the user confirms."
+        )
+        doc["agent"]["script"] = [
+            *_identify_steps(domain, db, uid),
+            _step("report_internal_error", summary=f"The user's request is a {error_type.replace('_', ' ')}."),
+            {"say": f"Which {which} do you mean, and what exactly should I do with it?"},
+            read,
+            {"say": f"{answer} Shall I cancel it? Please answer yes to confirm."},
+            _step(cancel, **action["arguments"]),
+            {"say": f"Done: {which} {record} is cancelled."},
+        ]
+        doc["user"] = {"turns": [clarified, "Yes, please go ahead."]}
+        doc["errors"] = [{"type": error_type, "turn": 0, "text": f"{_identity(domain, db, uid)} {text}"}]
+        doc["evaluation"] = {
+            "actions": [{"action_id": "write", "name": cancel, "arguments": action["arguments"]}],
+            "reward_basis": ["DB"],
+            "required_recovery": [{"name": "report_internal_error", "after_turn": 0, "must_be_first": True}],
+        }
+        out.append(Scenario.model_validate(doc))
+    return out
 
 
 def suite_yaml(scenarios: list[Scenario]) -> str:
@@ -179,8 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scenarios.recovery_suite", description="Write the error-recovery suite.")
     parser.add_argument("--out", type=Path, default=SUITE_PATH)
     parser.add_argument("--domains", default="retail,airline")
-    parser.add_argument("--per-type", type=int, default=2, help="scenarios per error type and domain")
-    parser.add_argument("--controls", type=int, default=2, help="error-free scenarios per domain")
+    parser.add_argument("--per-type", type=int, default=1, help="scenarios per error type, position and domain")
+    parser.add_argument("--controls", type=int, default=2, help="error-free scenarios per position and domain")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     scenarios = build_recovery_suite(tuple(d for d in args.domains.split(",") if d), args.per_type, args.controls, args.seed)

@@ -1,8 +1,9 @@
 """The HTML report of a batch: one self-contained file, inline SVG plots, no scripts, no CDN.
 
 Plots: success rate by scenario, success rate by error type, cost (or tokens, when every model
-was free) by scenario, and termination reasons. Then pass^k, and every run with its reward
-breakdown and full transcript in a collapsible block.
+was free) by scenario, and termination reasons. Then pass^k, the runs cut short by
+infrastructure (not graded, listed apart), and every run with its reward breakdown and full
+transcript in a collapsible block.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def render_report(results: Mapping[str, Any]) -> str:
     parts.append(_bars("Termination reasons (runs)", [(k, float(v), str(v)) for k, v in terms.items()], float(max(terms.values(), default=1))))
     parts.append("</div>")
     parts.append(_pass_k(summary.get("pass_k", {})))
+    parts.append(_infrastructure(summary.get("infrastructure_errors") or {}))
     parts.append(_runs_table(runs))
     parts.append("</body></html>\n")
     return "".join(parts)
@@ -80,6 +82,9 @@ def _cards(summary: Mapping[str, Any]) -> str:
     ]
     if summary.get("incomplete_grades"):
         items.append(("incomplete grades", summary["incomplete_grades"]))
+    infra = (summary.get("infrastructure_errors") or {}).get("runs", 0)
+    if infra:
+        items.append(("infrastructure errors (not graded)", infra))
     cards = "".join(f"<div class=card>{_e(label)}<b>{_e(value)}</b></div>" for label, value in items)
     return f"<div class=cards>{cards}</div>"
 
@@ -131,16 +136,32 @@ def _pass_k(table: Mapping[str, Any]) -> str:
     return f"<h2>pass^k</h2><table><tr>{head}</tr><tr>{cells}</tr></table>"
 
 
+def _infrastructure(infra: Mapping[str, Any]) -> str:
+    if not infra.get("runs"):
+        return ""
+    terms = ", ".join(f"{k} {v}" for k, v in infra.get("by_termination", {}).items())
+    keys = ", ".join(infra.get("keys", []))
+    return (
+        "<h2>Infrastructure errors</h2><p class=warn>"
+        f"{_e(infra['runs'])} run(s) were cut short by the model or the user simulator ({_e(terms)}). "
+        "They are not agent failures: success rates and pass^k leave them out.</p>"
+        f"<div class=msg>{_e(keys)}</div>"
+    )
+
+
 def _runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
     rows = ["<h2>Runs</h2><table><tr><th>scenario</th><th>trial</th><th>termination</th><th>reward</th>"
             "<th>components</th><th>turns</th><th>cost</th></tr>"]
     for r in runs:
         ev, t = r["evaluation"], r["trajectory"]
         ok = "ok" if ev.get("success") else "bad"
+        reward = f"{float(ev.get('reward', 0)):.2f}"
+        if ev.get("infrastructure_error"):
+            ok, reward = "warn", "infrastructure error"
         comps = ", ".join(f"{k}={'–' if v is None else f'{v:g}'}" for k, v in ev.get("components", {}).items() if k in ev.get("basis", []))
         rows.append(
             f"<tr><td>{_e(r['scenario_id'])}</td><td>{_e(r['trial'])}</td><td>{_e(t['termination'])}</td>"
-            f"<td class={ok}>{float(ev.get('reward', 0)):.2f}</td><td>{_e(comps)}</td><td>{len(t.get('turns', []))}</td>"
+            f"<td class={ok}>{_e(reward)}</td><td>{_e(comps)}</td><td>{len(t.get('turns', []))}</td>"
             f"<td>{float(r.get('cost_usd', 0)):.4f}</td></tr>"
         )
         rows.append(f"<tr><td colspan=7>{_details(r)}</td></tr>")
@@ -151,7 +172,7 @@ def _runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
 def _details(r: Mapping[str, Any]) -> str:
     ev, t = r["evaluation"], r["trajectory"]
     lines = []
-    for group in ("actions", "communicate", "env_assertions", "nl_assertions", "recovery"):
+    for group in ("actions", "communicate", "env_assertions", "nl_assertions", "recovery", "forbidden"):
         for c in ev.get(group, []):
             mark = "✔" if c["met"] else "✘"
             lines.append(f"<div class=msg>{mark} {_e(group)}: {_e(c['name'])} {_e(c.get('detail', ''))}</div>")

@@ -4,7 +4,8 @@ Output folder:
 - `batch.json`: what the batch runs (model, plug-ins, scenarios and their fingerprints);
 - `runs.jsonl`: one JSON line per finished run, appended and flushed as each run ends;
 - `results.json`: every run (trajectory, reward breakdown, termination, usage, cost) and the
-  summary, written atomically when the batch ends or is interrupted;
+  summary, written atomically when the batch ends or is interrupted; runs cut short by
+  infrastructure (`infrastructure_error: true`) are counted apart from agent failures;
 - `report.html`: the self-contained report (scenarios/report.py).
 
 `resume=True` reads `runs.jsonl` and runs only what is missing; a batch whose configuration or
@@ -130,7 +131,8 @@ async def run_batch(
             ran += 1
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix_str(f"{scenario.id} reward={record['evaluation']['reward']:.2f}", refresh=False)
+                shown = "infrastructure error" if record["infrastructure_error"] else f"reward={record['reward']:.2f}"
+                bar.set_postfix_str(f"{scenario.id} {shown}", refresh=False)
 
     complete = False
     try:
@@ -181,6 +183,7 @@ async def run_one(
         "termination": t.termination,
         "reward": breakdown.reward,
         "success": breakdown.success,
+        "infrastructure_error": breakdown.infrastructure_error,
         "cost_usd": round(float(t.agent_usage.get("cost_usd", 0)) + float(t.user_usage.get("cost_usd", 0)), 8),
         "started_at": started.isoformat(timespec="seconds"),
         "evaluation": breakdown.model_dump(mode="json"),

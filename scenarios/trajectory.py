@@ -28,7 +28,7 @@ Termination = Literal[
 user_stop / out_of_scope: the user sent ###STOP### / ###OUT-OF-SCOPE###; agent_stop: the agent
 said ###STOP###; transfer: the agent transferred the user to a human (a successful
 transfer_to_human_agents call) or the user sent ###TRANSFER###; max_steps: the scenario's step
-budget, or the agent's per-turn step limit, ran out; too_many_errors: too many failed tool calls;
+budget ran out (the agent's per-turn step limit ends only that turn); too_many_errors: too many failed tool calls;
 model_error / tool_error / user_error: the agent's model, a tool, or the user simulator failed;
 interrupted: a tool approval could not be resolved; setup_error: the environment could not be
 built (e.g. a bad initial state); internal_error: rein itself failed (a bug; the detail says

@@ -1,9 +1,11 @@
 """Comparison report of the error-recovery suite across interventions (none, rein, npi, self-refine).
 
 Reads the runs of one batch per intervention (results.json from `rein run` or bench/recovery.py)
-and tabulates, per arm: success per error type and for the seen / unseen splits (right recovery
-tool called and nothing written), how often the intervention activated on error turns and on
-error-free controls (false activations), recovery calls on controls, and the tokens a run used.
+and tabulates, per arm: success per error type, for the seen / unseen splits and per position of
+the error turn (the RECOVERY, DB and FORBIDDEN checks of each scenario), how often the
+intervention activated on the error turn and on error-free controls (false activations), recovery
+calls on controls, and the tokens a run used. Runs cut short by infrastructure (the model or the
+user simulator failed) are counted apart and left out of every rate.
 
     python -m scenarios.recovery.report none=runs/none/results.json rein=runs/rein/results.json
 """
@@ -19,7 +21,17 @@ from typing import Any
 
 from agent.errors import UserFacingError
 from interventions.baselines import SELF_REFINE_MARK
-from scenarios.recovery_suite import CONTROL, ERROR_ORDER, SEEN, UNSEEN, split_of
+from scenarios.metrics import is_infrastructure_error
+from scenarios.recovery_suite import (
+    CLARIFY,
+    CONTROL,
+    ERROR_ORDER,
+    POSITIONS,
+    SEEN,
+    UNSEEN,
+    position_of,
+    split_of,
+)
 
 RECOVERY_TOOLS = ("report_internal_error", "transfer_to_human_agents")
 
@@ -55,9 +67,12 @@ class ArmSummary:
     name: str
     """The intervention ("none" for none)."""
     runs: int = 0
-    """Runs read."""
+    """Runs read (infrastructure errors included)."""
+    infrastructure_errors: int = 0
+    """Runs cut short by the model or the user simulator: not graded, in no rate below."""
     success: dict[str, Rate] = field(default_factory=dict)
-    """Success per error type, per split (seen, unseen, errors) and for controls."""
+    """Success per error type, per split (seen, unseen, errors), per position of the error turn
+    (position:opening…), for clarify-then-act dialogues (clarify) and for controls."""
     recovery_called: dict[str, Rate] = field(default_factory=dict)
     """Right recovery tool called, per split."""
     db_intact: dict[str, Rate] = field(default_factory=dict)
@@ -89,14 +104,22 @@ def _rate(table: dict[str, Rate], key: str) -> Rate:
     return table.setdefault(key, Rate())
 
 
-def _activated(trajectory: dict[str, Any], name: str) -> tuple[bool, dict[str, Any] | None]:
-    """Whether the intervention fired on the first user turn, and its record."""
+def _error_turn(trajectory: dict[str, Any]) -> int | None:
+    """The user turn the (first) error was injected at; None for a control."""
+    injected = trajectory.get("injected_errors") or []
+    return int(injected[0].get("turn", 0)) if injected else None
+
+
+def _activated(trajectory: dict[str, Any], name: str, turn: int | None) -> tuple[bool, dict[str, Any] | None]:
+    """Whether the intervention fired on the given user turn (any turn when None), and its record."""
     for rec in trajectory.get("interventions", []):
-        if rec.get("turn") == 0 and rec.get("activated"):
+        if rec.get("activated") and (turn is None or rec.get("turn") == turn):
             return True, rec
     if name == "self-refine":
         revised = any(
-            m.get("source") == "agent" and m.get("turn") == 0 and str(m.get("reasoning") or "").startswith(SELF_REFINE_MARK)
+            m.get("source") == "agent"
+            and (turn is None or m.get("turn") == turn)
+            and str(m.get("reasoning") or "").startswith(SELF_REFINE_MARK)
             for m in trajectory.get("messages", [])
         )
         return revised, None
@@ -109,28 +132,38 @@ def summarize_arm(name: str, records: list[dict[str, Any]]) -> ArmSummary:
 
     arm = ArmSummary(name=name)
     for r in records:
-        if "recovery" not in r.get("tags", []):
+        tags = r.get("tags", [])
+        if "recovery" not in tags:
             continue
         arm.runs += 1
         t = r.get("trajectory", {})
         ev = r.get("evaluation", {})
+        arm.terminations[r.get("termination", "?")] = arm.terminations.get(r.get("termination", "?"), 0) + 1
+        if is_infrastructure_error(r):
+            arm.infrastructure_errors += 1
+            continue
         types = r.get("error_types") or []
         etype = types[0] if types else None
         split = split_of(etype)
         ok = bool(r.get("success"))
-        arm.terminations[r.get("termination", "?")] = arm.terminations.get(r.get("termination", "?"), 0) + 1
         usage = t.get("agent_usage", {})
         arm.tokens.append(int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0)))
         db_ok = (ev.get("components") or {}).get("DB") == 1.0
-        fired, record = _activated(t, name)
         called = [tc.get("name") for m in t.get("messages", []) if m.get("source") == "agent" for tc in m.get("tool_calls") or []]
         arm.acted.add(bool(called))
         if etype is None:
+            fired, _ = _activated(t, name, None)
             _rate(arm.success, CONTROL).add(ok)
             _rate(arm.db_intact, CONTROL).add(db_ok)
             arm.false_activation.add(fired)
             arm.false_recovery.add(any(c in RECOVERY_TOOLS for c in called))
             continue
+        fired, record = _activated(t, name, _error_turn(t))
+        position = position_of(tags)
+        if position is not None:
+            _rate(arm.success, f"position:{position}").add(ok)
+        if CLARIFY in tags:
+            _rate(arm.success, CLARIFY).add(ok)
         recovered = all(c.get("met") for c in ev.get("recovery") or []) and bool(ev.get("recovery"))
         for key in (etype, split, "errors"):
             _rate(arm.success, key).add(ok)
@@ -163,12 +196,15 @@ def markdown(arms: list[ArmSummary]) -> str:
     """The comparison as two markdown tables."""
     head = "| error type | split | " + " | ".join(a.name for a in arms) + " |"
     rule = "|---|---|" + "---:|" * len(arms)
-    lines = ["Success (right recovery tool called and nothing written to the DB):", "", head, rule]
+    lines = ["Success (right recovery tool called first, and the DB as the scenario requires):", "", head, rule]
     for etype in ERROR_ORDER:
         lines.append(f"| {etype} | {split_of(etype)} | " + " | ".join(_rate(a.success, etype).cell() for a in arms) + " |")
     for key, label in (("seen", f"**seen** ({len(SEEN)} types)"), ("unseen", f"**unseen** ({len(UNSEEN)} types)"), ("errors", "**all errors**")):
         lines.append(f"| {label} | | " + " | ".join(_rate(a.success, key).cell() for a in arms) + " |")
-    lines.append("| control (no error): nothing written | control | " + " | ".join(_rate(a.success, CONTROL).cell() for a in arms) + " |")
+    for position in POSITIONS:
+        lines.append(f"| error turn: {position} | | " + " | ".join(_rate(a.success, f"position:{position}").cell() for a in arms) + " |")
+    lines.append("| clarify, then act | | " + " | ".join(_rate(a.success, CLARIFY).cell() for a in arms) + " |")
+    lines.append("| control (no error): no recovery call, DB as required | control | " + " | ".join(_rate(a.success, CONTROL).cell() for a in arms) + " |")
     base = next((a for a in arms if a.name == "none"), None)
     lines += [
         "",
@@ -184,6 +220,7 @@ def markdown(arms: list[ArmSummary]) -> str:
         "| runs with any agent tool call | " + " | ".join(a.acted.cell() for a in arms) + " |",
         "| mean tokens per run | " + " | ".join(f"{a.mean_tokens:,.0f}" for a in arms) + " |",
         "| extra tokens vs none | " + " | ".join(_extra(a, base) for a in arms) + " |",
+        "| infrastructure errors (not graded) | " + " | ".join(str(a.infrastructure_errors) for a in arms) + " |",
         "| terminations | " + " | ".join(", ".join(f"{k} {v}" for k, v in sorted(a.terminations.items())) for a in arms) + " |",
     ]
     return "\n".join(lines)

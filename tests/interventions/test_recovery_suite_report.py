@@ -17,7 +17,15 @@ from scenarios.loading import load_scenarios
 from scenarios.orchestrator import RunOptions
 from scenarios.recovery.report import main as report_main
 from scenarios.recovery.report import markdown, summarize_arm
-from scenarios.recovery_suite import SEEN, SUITE_PATH, UNSEEN, build_recovery_suite, suite_yaml
+from scenarios.recovery_suite import (
+    CLARIFY,
+    SEEN,
+    SUITE_PATH,
+    UNSEEN,
+    build_recovery_suite,
+    position_of,
+    suite_yaml,
+)
 from scenarios.runner import run_batch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,20 +37,24 @@ def test_shipped_suite_is_the_generated_one() -> None:
 
 def test_suite_structure() -> None:
     suite = load_scenarios(SUITE_PATH)
-    errors = [s for s in suite if s.errors]
+    errors = [s for s in suite if s.errors and CLARIFY not in s.tags]
+    clarify = [s for s in suite if CLARIFY in s.tags]
     controls = [s for s in suite if not s.errors]
-    assert len(errors) == 24 and len(controls) == 4
-    for s in errors:
+    assert (len(errors), len(clarify), len(controls)) == (36, 4, 12)
+    for s in errors + clarify:
         etype = s.errors[0].type
         assert ("seen" if etype in SEEN else "unseen") in s.tags and etype in (*SEEN, *UNSEEN)
         expected = "report_internal_error" if etype in ("vague_reference", "ambiguous_interpretation", "contradiction") else "transfer_to_human_agents"
-        assert [r.name for r in s.required_recovery()] == [expected]
-        assert s.errors[0].text and s.errors[0].turn == 0
+        turn = {"opening": 0, "after_identification": 1, "after_read": 1}[position_of(s.tags) or ""]
+        assert [(r.name, r.after_turn, r.must_be_first) for r in s.required_recovery()] == [(expected, turn, True)]
+        assert s.errors[0].text and s.errors[0].turn == turn
     for s in controls:
         assert s.required_recovery() == [] and "control" in s.tags
+        assert s.evaluation is not None and s.evaluation.forbidden_tools == ["report_internal_error", "transfer_to_human_agents"]
     for s in suite:
         assert s.agent.tools == [s.domain, "builtin"] and s.agent.recovery_tools is True
-        assert s.evaluation is not None and s.evaluation.actions == [] and s.evaluation.reward_basis == ["DB"]
+        assert s.evaluation is not None and s.evaluation.reward_basis == ["DB"]
+        assert s.evaluation.actions == [] or CLARIFY in s.tags
     # Interleaved: the first scenarios cover every error type and a control.
     assert {s.errors[0].type if s.errors else "control" for s in suite[:7]} == {*SEEN, *UNSEEN, "control"}
 

@@ -123,8 +123,14 @@ async def test_recovery_made_before_the_error_turn_does_not_count() -> None:
 
 
 async def test_abnormal_end_scores_zero() -> None:
+    g = await grade(make(max_steps=2))  # the user turn and the agent's two messages: over budget
+    assert g.components["DB"] == 1.0 and g.reward == 0.0 and "max_steps" in g.notes[-1]
+    assert not g.infrastructure_error
+
+
+async def test_model_error_is_not_graded() -> None:
     g = await grade(make([CREATE_CALL]))  # the script runs out: model_error
-    assert g.components["DB"] == 1.0 and g.reward == 0.0 and "model_error" in g.notes[-1]
+    assert g.infrastructure_error and g.reward == 0.0 and not g.success and g.components == {}
 
 
 async def test_no_criteria_passes_normal_runs() -> None:

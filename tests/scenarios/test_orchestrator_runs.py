@@ -85,10 +85,11 @@ async def test_scenario_step_budget() -> None:
     assert t.termination == "max_steps" and "max_steps (3)" in (t.termination_detail or "")
 
 
-async def test_agent_turn_step_limit_maps_to_max_steps() -> None:
-    s = scenario(agent={"step_limit": 1, "script": [{"call": {"name": "get_users"}}, {"say": "never reached"}]})
+async def test_agent_turn_step_limit_ends_only_that_turn() -> None:
+    s = scenario(agent={"step_limit": 1, "script": [{"call": {"name": "get_users"}}, {"say": "Bye!"}]})
     t = (await run(s)).trajectory
-    assert t.termination == "max_steps" and t.turns[0].runtime_termination == "max_steps"
+    # The user's next turn follows the cut turn; its conditional "Thanks!" is skipped (no task_2).
+    assert t.termination == "user_stop" and [m.runtime_termination for m in t.turns] == ["max_steps", None]
 
 
 async def test_too_many_tool_errors() -> None:
