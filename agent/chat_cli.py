@@ -6,7 +6,10 @@ import argparse
 import asyncio
 import sys
 import uuid
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from agent.runtime import RunResult
 
 HELP = "commands: /new (new thread), /history, /thread, /exit"
 
@@ -25,6 +28,10 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint for openai:NAME models")
     parser.add_argument("--api-key", help="API key for the endpoint (default: $OPENAI_API_KEY)")
     parser.add_argument("--tools", nargs="*", help="toolkits to give the agent (default: builtin)")
+    parser.add_argument(
+        "--mcp", action="append", metavar="CMD_OR_URL",
+        help='tools of an MCP server: a command ("python -m my_server") or an http(s) URL (repeatable)',
+    )
     parser.add_argument("--system", help="system prompt")
     parser.add_argument("--intervention", action="append", help="intervention by name (rein, npi, self-refine)")
     parser.add_argument("--mode", help="instant, reasoning, agentic (default) or a router: self, offline, cost")
@@ -47,6 +54,13 @@ def build_agent_from_args(args: argparse.Namespace, default_tools: list[str] | N
     updates["model_options"] = options
     if args.tools is not None:
         updates["tools"] = args.tools
+    if getattr(args, "mcp", None):
+        from agent.spec import McpToolsSpec
+        from tools.mcp_client import parse_target
+
+        # Built here, not as dicts: model_copy(update=…) does not validate what it is given.
+        servers = [McpToolsSpec(mcp=parse_target(target)) for target in args.mcp]
+        updates["tools"] = [*updates.get("tools", spec.tools), *servers]
     if args.system is not None:
         updates["system_prompt"] = args.system
     if args.intervention:
@@ -65,12 +79,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def chat(agent: Any, thread: str | None, messages: list[str] | None, stdin: TextIO, out: TextIO) -> int:
-    """Read user lines, stream the agent's answers; approvals are asked inline."""
+    """Read user lines, stream the agent's answers; approvals are asked inline.
+
+    Returns 1 when a turn ended in model_error (a non-interactive chat stops there), else 0.
+    """
     thread = thread or uuid.uuid4().hex[:12]
     interactive = messages is None and stdin.isatty()
     if interactive:
         out.write(f"rein chat · model {agent.model.name} · thread {thread}\n{HELP}\n")
     queue = list(messages or [])
+    failed = False
     try:
         while True:
             if messages is not None:
@@ -100,13 +118,19 @@ async def chat(agent: Any, thread: str | None, messages: list[str] | None, stdin
                 for m in await agent.ahistory(thread):
                     out.write(f"[{m.role}] {m.text or (m.tool_calls and m.tool_calls[0].name) or ''}\n")
                 continue
-            await _turn(agent, line, thread, stdin, out, interactive)
+            result = await _turn(agent, line, thread, stdin, out, interactive)
+            if result.termination == "model_error":
+                failed = True
+                if not interactive:
+                    # The model is unreachable or refusing: later messages would fail the same way.
+                    break
     finally:
         await agent.aclose()
-    return 0
+    return 1 if failed else 0
 
 
-async def _turn(agent: Any, text: str | None, thread: str, stdin: TextIO, out: TextIO, interactive: bool) -> None:
+async def _turn(agent: Any, text: str | None, thread: str, stdin: TextIO, out: TextIO, interactive: bool) -> RunResult:
+    """Run one user turn, printing its answer exactly once; returns the turn's RunResult."""
     from agent.events import (
         ApprovalRequested,
         FinalAnswer,
@@ -115,18 +139,29 @@ async def _turn(agent: Any, text: str | None, thread: str, stdin: TextIO, out: T
         ToolCallEvent,
         ToolResultEvent,
     )
+    from agent.ledger import CostLedger
+    from agent.runtime import RunResult
 
     out.write("agent> ")
     out.flush()
     resume: Any = None
+    result = RunResult(thread_id=thread, output="", termination="agent_stop", messages=[], ledger=CostLedger())
+    # Text streamed by the model step in progress, and by the steps before it. Adapters that
+    # cannot stream (or hold text back to parse tool calls from it) send no tokens at all; their
+    # answer then exists only in FinalAnswer, which is printed unless its text was already streamed.
+    step_text = ""
+    shown: set[str] = set()
     while True:
         pending: ApprovalRequested | None = None
-        stream = agent.astream(text, thread, resume=resume) if resume is not None else agent.astream(text, thread)
+        stream = agent.astream(text, thread, resume=resume, collect=result)
         async for event in stream:
             if isinstance(event, TokenDelta):
+                step_text += event.text
                 out.write(event.text)
                 out.flush()
             elif isinstance(event, ToolCallEvent):
+                shown.add(step_text.strip())
+                step_text = ""
                 out.write(f"\n  → {event.name}({event.arguments})")
             elif isinstance(event, ToolResultEvent):
                 status = "error" if event.is_error else "ok"
@@ -135,11 +170,16 @@ async def _turn(agent: Any, text: str | None, thread: str, stdin: TextIO, out: T
                 out.write(f"\n  [{event.name}] {event.record.get('error_type', 'planted reasoning')}\n")
             elif isinstance(event, ApprovalRequested):
                 pending = event
-            elif isinstance(event, FinalAnswer) and event.termination != "agent_stop":
-                out.write(f"\n  (turn ended: {event.termination})")
+            elif isinstance(event, FinalAnswer):
+                answer = event.text.strip()
+                if answer and not step_text.strip() and answer not in shown:
+                    out.write(event.text)
+                if event.termination != "agent_stop":
+                    out.write(f"\n  (turn ended: {event.termination}")
+                    out.write(f": {result.error})" if result.error else ")")
         if pending is None:
             out.write("\n")
-            return
+            return result
         decisions = {}
         for c in pending.calls:
             out.write(f"\n  approve {c['name']}({c['arguments']})? [y/N] ")

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.errors import UserFacingError
 from agent.modes import StepLimits
+from tools.mcp_client import McpServerConfig
 
 
 class PluginSpec(BaseModel):
@@ -20,6 +21,15 @@ class PluginSpec(BaseModel):
     """Registered name."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for its factory."""
+
+
+class McpToolsSpec(BaseModel):
+    """A `tools:` entry that takes the tools of an MCP server: `{mcp: {command: …, args: […]}}` or
+    `{mcp: {url: …, headers: {…}}}`, with `prefix`, `allow`, `needs_approval`, `timeout_s` (docs/mcp.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    mcp: McpServerConfig
+    """How to reach the server and which of its tools to give the agent."""
 
 
 class AgentSpec(BaseModel):
@@ -36,8 +46,9 @@ class AgentSpec(BaseModel):
     """The system prompt."""
     system_prompt_file: str | None = None
     """Read the system prompt from this file (relative to the spec) instead."""
-    tools: list[str] = Field(default_factory=list)
-    """Toolkit names (builtin, recovery, retail, …) or "module:attribute" paths of tools or toolkits."""
+    tools: list[str | McpToolsSpec] = Field(default_factory=list)
+    """Toolkit names (builtin, recovery, retail, …), "module:attribute" paths of tools or toolkits,
+    or MCP servers as `{mcp: {...}}` entries."""
     interventions: list[str | PluginSpec] = Field(default_factory=list)
     """Interventions by name (rein, npi, self-refine) or with options."""
     mode: str | PluginSpec = "agentic"
@@ -89,7 +100,7 @@ def build_agent(source: Any, **overrides: Any) -> Any:
     """An Agent from a spec; keyword overrides replace spec fields (e.g. model=…, checkpointer=…)."""
     from agent.hooks import Intervention
     from agent.messages import ModelSettings
-    from agent.models import resolve_model
+    from agent.models import ModelError, resolve_model
     from agent.modes import A2FM_MODES, PLAIN_AGENTIC
     from agent.plugins import load_intervention, load_mode_policy
     from agent.runtime import Agent
@@ -114,8 +125,14 @@ def build_agent(source: Any, **overrides: Any) -> Any:
         limits = StepLimits(**spec.step_limits)
     except TypeError as exc:
         raise UserFacingError(f"step_limits: {exc}") from None
+    try:
+        model = resolve_model(spec.model, **spec.model_options)
+    except ModelError as exc:  # an unknown name, a missing API key: the spec's fault, said in one line
+        raise UserFacingError(f"model: {exc}") from None
+    except TypeError as exc:  # an option the adapter does not take
+        raise UserFacingError(f"model_options: {exc}") from None
     return Agent(
-        model=resolve_model(spec.model, **spec.model_options),
+        model=model,
         tools=load_tools(spec.tools),
         system_prompt=prompt,
         interventions=interventions,
@@ -128,23 +145,37 @@ def build_agent(source: Any, **overrides: Any) -> Any:
     )
 
 
-def load_tools(names: list[str]) -> list[Any]:
-    """Tools from toolkit names or "module:attribute" paths, without duplicates."""
-    from tools import Tool, Toolkit, load_toolkit
-    from tools.registry import resolve
+def load_tools(names: list[str | McpToolsSpec]) -> list[Any]:
+    """Tools from toolkit names or "module:attribute" paths, without duplicates.
+
+    A path must name a rein Tool, a Toolkit, a list of Tools, or a function marked
+    @tools.toolkit_factory; any other object is refused without being called.
+    """
+    from tools import Toolkit, load_toolkit
+    from tools.registry import load_tools_at
 
     out = Toolkit(name="agent")
     for name in names:
-        try:
-            if ":" in name:
-                obj = resolve(name)
-                obj = obj() if callable(obj) and not isinstance(obj, Tool) else obj
-                items = [obj] if isinstance(obj, Tool) else list(obj)
-            else:
-                items = list(load_toolkit(name))
-        except (KeyError, ImportError, AttributeError, ValueError) as exc:
-            raise UserFacingError(f"tools: cannot load {name!r}: {exc}") from None
+        if isinstance(name, McpToolsSpec):
+            items = _load_mcp(name.mcp)
+        else:
+            try:
+                items = list(load_tools_at(name) if ":" in name else load_toolkit(name))
+            except (KeyError, ImportError, AttributeError, ValueError) as exc:
+                # KeyError's str() is the repr of its message; show the message itself.
+                reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+                raise UserFacingError(f"tools: cannot load {name!r}: {reason}") from None
         for t in items:
             if t.name not in out:
                 out.add(t)
     return list(out)
+
+
+def _load_mcp(config: McpServerConfig) -> list[Any]:
+    """The tools of one MCP server, listed now in a short-lived session (see docs/mcp.md)."""
+    from tools.mcp_client import McpToolset
+
+    try:
+        return McpToolset(config).tools()
+    except (ImportError, ConnectionError, ValueError) as exc:
+        raise UserFacingError(f"tools: cannot load MCP server {config.label!r}: {exc}") from None

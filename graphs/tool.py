@@ -13,12 +13,13 @@ from graphs.errors import GraphInputError
 from graphs.retrievers import RETRIEVERS, make_retriever
 from graphs.store import load_graph
 from tools.errors import ToolError
-from tools.registry import Toolkit
+from tools.registry import Toolkit, toolkit_factory
 from tools.tool import ToolKind, tool
 
 MAX_K = 20
 
 
+@toolkit_factory
 def retrieval_toolkit(
     graph_dir: str | Path | None = None,
     retriever: str = "gfm",

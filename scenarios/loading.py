@@ -41,17 +41,24 @@ class ScenarioFileError(UserFacingError):
         reason: str,
         *,
         index: int | None = None,
+        document: int | None = None,
         scenario_id: str | None = None,
         field: str | None = None,
     ) -> None:
         where = [str(path)]
-        if index is not None:
-            where.append(f"scenario #{index}" + (f" (id {scenario_id!r})" if scenario_id else ""))
+        named = f" (id {scenario_id!r})" if scenario_id else ""
+        if document is not None:
+            where.append(f"document {document}{named}")
+        elif index is not None:
+            where.append(f"scenario #{index}{named}")
         if field:
             where.append(field)
         super().__init__(": ".join([*where, reason]))
         self.path = path
         self.index = index
+        """Position of the scenario in a JSON array or tasks.json, from 0."""
+        self.document = document
+        """Number of the YAML document in a multi-document file, from 1 (as editors count)."""
         self.scenario_id = scenario_id
         self.field = field
         self.reason = reason
@@ -66,7 +73,9 @@ def load_scenarios(path: str | Path, *, domain: str | None = None) -> list[Scena
     p = Path(path)
     text = _read(p)
     if p.suffix in (".yaml", ".yml"):
-        documents = _yaml_documents(p, text)
+        numbered = _yaml_documents(p, text)
+        multiple = len(numbered) > 1
+        scenarios = [_validate(p, doc, document=n if multiple else None) for n, doc in numbered]
     else:
         try:
             data = json.loads(text)
@@ -75,7 +84,8 @@ def load_scenarios(path: str | Path, *, domain: str | None = None) -> list[Scena
         if isinstance(data, list) and any(isinstance(d, dict) and "user_scenario" in d for d in data):
             return scenarios_from_tasks(parse_tasks(data, p), p, domain=domain)
         documents = data if isinstance(data, list) else [data]
-    scenarios = [_validate(p, i, doc, multiple=len(documents) > 1) for i, doc in enumerate(documents)]
+        multiple = len(documents) > 1
+        scenarios = [_validate(p, doc, index=i if multiple else None) for i, doc in enumerate(documents)]
     _check_unique(scenarios, {s.id: p for s in scenarios}, p)
     return scenarios
 
@@ -176,15 +186,15 @@ def _read(p: Path) -> str:
         raise ScenarioFileError(p, f"cannot read: {exc.strerror or exc}") from None
 
 
-def _yaml_documents(p: Path, text: str) -> list[Any]:
+def _yaml_documents(p: Path, text: str) -> list[tuple[int, Any]]:
+    """The file's non-empty documents with their numbers, from 1; empty ones still count, so the
+    number is the one a reader finds by counting `---` separators."""
     import yaml
 
     try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+        documents = [(n, d) for n, d in enumerate(yaml.safe_load_all(text), 1) if d is not None]
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ScenarioFileError(p, f"invalid YAML{where}: {exc.problem or exc}") from None
+        raise ScenarioFileError(p, f"invalid YAML {_yaml_where(exc, text)}") from None
     except yaml.YAMLError as exc:
         raise ScenarioFileError(p, f"invalid YAML: {exc}") from None
     if not documents:
@@ -192,10 +202,33 @@ def _yaml_documents(p: Path, text: str) -> list[Any]:
     return documents
 
 
-def _validate(p: Path, index: int, doc: Any, *, multiple: bool) -> Scenario:
-    shown = index if multiple else None
+def _yaml_where(exc: Any, text: str) -> str:
+    """Line, column and problem of a YAML syntax error, at the construct that is broken.
+
+    An unclosed quote or bracket is only noticed at the end of the file; the construct's start
+    (the context mark) is then the line to look at, not the end.
+    """
+    problem, context = exc.problem or str(exc), exc.context
+    mark, opened = exc.problem_mark, exc.context_mark
+    if mark is None:
+        return f": {problem}"
+    at_end = mark.index >= len(text.rstrip())
+    if at_end and opened is not None:
+        return (
+            f"at line {opened.line + 1}, column {opened.column + 1}: {problem} {context or ''}".rstrip()
+            + " (the file ends before it is closed)"
+        )
+    where = f"at line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    if opened is not None and context and opened.line != mark.line:
+        where += f" {context} started at line {opened.line + 1}, column {opened.column + 1}"
+    return where
+
+
+def _validate(p: Path, doc: Any, *, index: int | None = None, document: int | None = None) -> Scenario:
     if not isinstance(doc, dict):
-        raise ScenarioFileError(p, f"expected a mapping (a scenario), got {_kind(doc)}", index=shown)
+        raise ScenarioFileError(
+            p, f"expected a mapping (a scenario), got {_kind(doc)}", index=index, document=document
+        )
     sid = doc.get("id") if isinstance(doc.get("id"), str) else None
     try:
         scenario = Scenario.model_validate(doc)
@@ -209,7 +242,9 @@ def _validate(p: Path, index: int, doc: Any, *, multiple: bool) -> Scenario:
         more = exc.error_count() - 1
         if more:
             reason += f"; and {more} more error{'s' if more > 1 else ''}"
-        raise ScenarioFileError(p, reason, index=shown, scenario_id=sid, field=_field(tuple(err["loc"])) or None) from None
+        raise ScenarioFileError(
+            p, reason, index=index, document=document, scenario_id=sid, field=_field(tuple(err["loc"])) or None
+        ) from None
     scenario._source = str(p)
     return scenario
 

@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if args.resume and not args.out:
         raise UserFacingError("--resume needs --out (the folder of the batch to finish)")
     scenarios = collect_scenarios(args.paths, domain=args.domain)
+    _check_domains(scenarios)
     if args.ids:
         missing = sorted(set(args.ids) - {s.id for s in scenarios})
         if missing:
@@ -128,6 +129,27 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_summary(summary, result.files, result.ran)
     return 0
+
+
+def _check_domains(scenarios: list[Any]) -> None:
+    """Refuse the batch before it starts when a scenario names a domain nothing provides.
+
+    Otherwise every run of that scenario would end in setup_error, and the batch would still
+    "succeed" with exit status 0.
+    """
+    from scenarios.domains import DOMAINS
+    from tools.registry import toolkit_names
+
+    toolkits = [n for n in toolkit_names() if n not in DOMAINS]
+    for s in scenarios:
+        # A "module:attribute" domain is a toolkit path, checked when the run loads it.
+        if s.domain in DOMAINS or s.domain in toolkits or ":" in s.domain:
+            continue
+        where = f"{s.source}: " if s.source else ""
+        raise UserFacingError(
+            f"{where}scenario {s.id!r}: unknown domain {s.domain!r}; known: {', '.join(DOMAINS)} "
+            f"(or a toolkit name for tools only: {', '.join(toolkits)})"
+        )
 
 
 def _inject_types(values: list[str]) -> list[str]:

@@ -7,7 +7,7 @@ import operator
 from typing import Any
 
 from tools.errors import ToolError
-from tools.registry import Toolkit
+from tools.registry import Toolkit, toolkit_factory
 from tools.tool import Tool, ToolKind, tool
 
 THINK_TOOL_NAME = "think"
@@ -96,16 +96,19 @@ def report_internal_error(summary: str) -> str:
     return "Internal error reported. Ask the user to clarify their request."
 
 
+@toolkit_factory
 def builtin_toolkit() -> Toolkit:
     """think and calculate."""
     return Toolkit([think, calculate], name="builtin")
 
 
+@toolkit_factory
 def recovery_toolkit() -> Toolkit:
     """The recovery tools: report_internal_error and transfer_to_human_agents."""
     return Toolkit([report_internal_error, transfer_to_human_agents], name="recovery")
 
 
+@toolkit_factory
 def recovery_tools() -> list[Tool]:
     """The recovery tools as a list."""
     return list(recovery_toolkit())

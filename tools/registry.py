@@ -7,10 +7,17 @@ packages that plug toolkits into it (domains, retrieval, the sandbox) until a na
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from tools.tool import Tool
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_FACTORY_MARK = "__rein_toolkit_factory__"
+# Containers whose iteration runs no user code: a resolved object of any other type is never iterated.
+_TOOL_CONTAINERS = (list, tuple, set, frozenset)
 
 
 class Toolkit:
@@ -63,6 +70,22 @@ class Toolkit:
 
 ToolkitFactory = Callable[..., Toolkit | Iterable[Tool]]
 
+
+def toolkit_factory(fn: F) -> F:
+    """Mark a function as a toolkit factory: a "module:attribute" tools entry may then call it.
+
+    Unmarked callables named by such an entry are refused, never called, so a spec cannot make
+    the loader run an arbitrary function (`os:getpid`).
+    """
+    setattr(fn, _FACTORY_MARK, True)
+    return fn
+
+
+def is_toolkit_factory(obj: Any) -> bool:
+    """Whether obj was marked with @toolkit_factory."""
+    # getattr_static: looking for the mark must not run the object's own __getattr__ or properties.
+    return inspect.getattr_static(obj, _FACTORY_MARK, False) is True
+
 _FACTORIES: dict[str, str | ToolkitFactory] = {
     "builtin": "tools.builtin:builtin_toolkit",
     "recovery": "tools.builtin:recovery_toolkit",
@@ -91,8 +114,49 @@ def load_toolkit(name: str, **options: Any) -> Toolkit:
         raise KeyError(f"unknown toolkit {name!r}; known: {', '.join(toolkit_names())}")
     if isinstance(factory, str):
         factory = resolve(factory)
-    built = factory(**options)
-    return built if isinstance(built, Toolkit) else Toolkit(built, name=name)
+    return as_toolkit(_listed(factory(**options)), name)
+
+
+def load_tools_at(path: str) -> Toolkit:
+    """The tools a "module:attribute" path names: a Tool, a Toolkit, a list/tuple/set of Tools,
+    or a function marked @toolkit_factory (called with no arguments). Anything else is a
+    ValueError naming the path, and nothing is called."""
+    obj = resolve(path)
+    if is_toolkit_factory(obj):
+        obj = _listed(obj())
+    elif callable(obj) and not isinstance(obj, Tool | Toolkit):
+        raise ValueError(
+            f"{path} is a {_kind(obj)}, not a rein Tool, Toolkit or list of Tools; "
+            "a function that builds tools must be marked @tools.toolkit_factory"
+        )
+    return as_toolkit(obj, path)
+
+
+def as_toolkit(obj: Any, name: str) -> Toolkit:
+    """obj as a Toolkit when it is one, a Tool, or a list/tuple/set of Tools; else a ValueError."""
+    if isinstance(obj, Toolkit):
+        return obj
+    if isinstance(obj, Tool):
+        return Toolkit([obj], name=name)
+    if not isinstance(obj, _TOOL_CONTAINERS):
+        raise ValueError(f"{name} is a {_kind(obj)}, not a rein Tool, Toolkit or list of Tools")
+    items = list(obj)
+    bad = next((t for t in items if not isinstance(t, Tool)), None)
+    if bad is not None:
+        raise ValueError(f"{name} holds a {_kind(bad)}, not only rein Tools")
+    return Toolkit(items, name=name)
+
+
+def _listed(built: Any) -> Any:
+    """A factory's result with any iterable made a list: a factory is trusted code, so iterating
+    what it returns (a generator, say) is fine, unlike iterating an object a path merely names."""
+    if isinstance(built, Toolkit | Tool | str | bytes | dict) or not isinstance(built, Iterable):
+        return built
+    return list(built)
+
+
+def _kind(obj: Any) -> str:
+    return type(obj).__name__
 
 
 def resolve(path: str) -> Any:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tools.errors import ToolError
-from tools.registry import Toolkit
+from tools.registry import Toolkit, toolkit_factory
 from tools.sandbox import SandboxLimits, SandboxSession
 from tools.tool import Tool, ToolKind, tool
 
@@ -38,6 +38,7 @@ def python_tool(session: SandboxSession, name: str = "python") -> Tool:
     return built
 
 
+@toolkit_factory
 def python_toolkit(
     limits: SandboxLimits | None = None,
     preamble: str = "",

@@ -1,4 +1,5 @@
-"""Models by name: `local:qwen2.5-coder-0.5b` (default), `openai:MODEL`, `scripted`, `echo`.
+"""Models by name: `local:qwen2.5-coder-0.5b` (default), `local:qwen2.5-coder-1.5b`, `openai:MODEL`,
+`scripted`, `echo`; the embedded models are listed in agent.models.gguf.LOCAL_MODELS.
 
 Adapters are imported only when asked for, so choosing a test model never loads llama.cpp or
 the openai SDK.
@@ -41,8 +42,8 @@ def resolve_model(spec: str | Model | None = None, **options: Any) -> Model:
         return CassetteModel(name, inner=resolve_model(inner, **options) if inner else None,
                              mode="auto" if inner else "replay")
     raise ModelError(
-        f"unknown model {spec!r}: use local:NAME, openai:NAME (with --base-url for other servers), "
-        "cassette:PATH, echo or scripted"
+        f"unknown model {spec!r}; known: local:NAME, openai:NAME (with --base-url for other servers), "
+        "cassette:PATH, echo, scripted"
     )
 
 

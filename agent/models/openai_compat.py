@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlparse
@@ -71,7 +72,7 @@ def classify_openai_error(exc: BaseException) -> Verdict:
     if isinstance(exc, openai.APITimeoutError):
         return Verdict(True, "timeout")
     if isinstance(exc, openai.APIConnectionError):
-        return Verdict(True, f"connection error: {exc}")
+        return Verdict(True, _connection_failure(exc))
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         headers = dict(exc.response.headers) if exc.response is not None else {}
@@ -87,6 +88,24 @@ def classify_openai_error(exc: BaseException) -> Verdict:
         retry = status in _RETRY_STATUS or status >= 500
         return Verdict(retry, reason, parse_retry_after(headers) if retry else None)
     return Verdict(False, f"{type(exc).__name__}: {exc}")
+
+
+def _connection_failure(exc: BaseException) -> str:
+    """What went wrong under the SDK's bare "Connection error.": refused, unknown host, reset, …"""
+    # The SDK wraps httpx, which wraps httpcore, which wraps the socket error that says it all.
+    chain: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and cause not in chain:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    for err in chain:
+        if isinstance(err, ConnectionRefusedError):
+            return f"connection refused ({err.strerror or err})"
+        if isinstance(err, ConnectionResetError):
+            return "connection error: reset by the server"
+        if isinstance(err, socket.gaierror):
+            return f"connection error: host not found ({err.strerror or err})"
+    return f"connection error: {chain[-1]}"
 
 
 class OpenAIModel(Model):

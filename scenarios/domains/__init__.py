@@ -20,7 +20,7 @@ from scenarios.domains.environment import DomainEnvironment, DomainStateError, v
 from scenarios.domains.mock import MockEnvironment
 from scenarios.domains.retail import RetailEnvironment
 from scenarios.domains.store import Snapshot
-from tools.registry import Toolkit
+from tools.registry import Toolkit, toolkit_factory
 
 DOMAINS: dict[str, type[DomainEnvironment]] = {
     "mock": MockEnvironment,
@@ -74,16 +74,19 @@ def load_domain(
     return cls(base, user_base, policy=domain_policy(name))
 
 
+@toolkit_factory
 def mock_toolkit() -> Toolkit:
     """The mock domain's agent tools over a fresh environment."""
     return load_domain("mock").agent_toolkit()
 
 
+@toolkit_factory
 def retail_toolkit() -> Toolkit:
     """The retail domain's agent tools over a fresh environment."""
     return load_domain("retail").agent_toolkit()
 
 
+@toolkit_factory
 def airline_toolkit() -> Toolkit:
     """The airline domain's agent tools over a fresh environment."""
     return load_domain("airline").agent_toolkit()

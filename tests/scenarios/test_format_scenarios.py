@@ -179,3 +179,38 @@ def test_malformed_tasks_json_names_the_field(tmp_path: Path) -> None:
     err = info.value
     assert err.field == "evaluation_criteria.actions[0].name"
     assert err.index == 2 and str(path) in str(err) and "valid string" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        # An unclosed quote or bracket is only noticed at the end of the file; the error points
+        # at where it was opened.
+        ('id: x\ndomain: mock\ndescription: "never closed\nuser: {turns: [hi]}\nmax_steps: 3\n', "line 3, column 14"),
+        ("id: x\ndomain: mock\nuser: [unclosed\n", "line 3, column 7"),
+        ("id: x\ndomain: mock\nuser: {turns: [hi}\nmax_steps: 3\n", "line 3, column 18"),
+        ("id: a\ndomain: mock\nuser: {turns: [hi]}\n---\nid: b\n\tdomain: mock\n", "line 6, column 1"),
+    ],
+    ids=["unclosed-quote", "unclosed-bracket", "wrong-bracket", "tab-in-second-document"],
+)
+def test_yaml_syntax_errors_point_at_the_offending_line(tmp_path: Path, text: str, where: str) -> None:
+    path = write(tmp_path, "broken.yaml", text)
+    with pytest.raises(ScenarioFileError) as info:
+        load_scenarios(path)
+    assert f"invalid YAML at {where}:" in str(info.value)
+
+
+def test_multi_document_errors_count_documents_from_one(tmp_path: Path) -> None:
+    second = GOOD.replace("id: s1", "id: s2") + "max_step: 3\n"
+    path = write(tmp_path, "two.yaml", GOOD + "---\n" + second)
+    with pytest.raises(ScenarioFileError) as info:
+        load_scenarios(path)
+    assert "two.yaml: document 2 (id 's2'): max_step: unknown field" in str(info.value)
+    assert info.value.document == 2
+    # An empty document still counts: the number is the one found by counting `---`.
+    path = write(tmp_path, "gap.yaml", GOOD + "---\n---\n" + second)
+    with pytest.raises(ScenarioFileError, match=r"gap.yaml: document 3 \(id 's2'\)"):
+        load_scenarios(path)
+    path = write(tmp_path, "list.yaml", GOOD + "---\n- not a scenario\n")
+    with pytest.raises(ScenarioFileError, match=r"list.yaml: document 2: expected a mapping"):
+        load_scenarios(path)

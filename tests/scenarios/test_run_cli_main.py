@@ -94,3 +94,19 @@ def test_command_module_imports_light() -> None:
     code = "import sys, scenarios.run_cli; print(any(m in sys.modules for m in ('torch', 'llama_cpp', 'chromadb', 'langgraph')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"
+
+
+def test_unknown_domain_is_refused_before_running(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "typo.yaml"
+    bad.write_text("id: t\ndomain: retial\nuser: {turns: [hi]}\nagent: {script: [{say: hi}]}\n")
+    out = tmp_path / "o"
+    rc = main(["run", str(EXAMPLES), str(bad), "--model", "scripted", "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert f"{bad}: scenario 't': unknown domain 'retial'; known: mock, retail, airline" in err
+    assert not out.exists()  # nothing ran
+    # A registered toolkit name is a domain too (tools only, no DB).
+    tools_only = tmp_path / "calc.yaml"
+    tools_only.write_text("id: c\ndomain: builtin\nuser: {turns: [hi]}\nagent: {script: [{say: hi}]}\n")
+    rc = main(["run", str(tools_only), "--model", "scripted", "--out", str(out), "--json", "--no-progress"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["terminations"] == {"user_stop": 1}
