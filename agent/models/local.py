@@ -1,9 +1,12 @@
 """The embedded local model: llama.cpp in-process, no network, the default model of rein.
 
 Small models do not follow tool-calling chat templates reliably, so when tools are offered the
-model is told about them in the system prompt and its output is constrained by a grammar built
-from a JSON schema of the offered tools (what llama.cpp's `response_format` does); the JSON is
-then parsed leniently into ordinary ToolCall objects. A loaded model is cached per process and
+model is told about them in the system prompt and its output is constrained by grammars. By
+default (tool_protocol="action") one generation chooses the next action among the tool names and
+`respond`, and a second one, continuing the same prompt (llama.cpp reuses its cached prefix),
+writes the tool's arguments under its parameter grammar or the answer as text. The older
+tool_protocol="json" constrains the whole turn to one JSON object (answer or tool calls), parsed
+leniently into ordinary ToolCall objects. A loaded model is cached per process and
 used by one thread at a time, since a llama.cpp context is not thread-safe.
 
 The context window is sized for the job unless n_ctx is given: it starts at DEFAULT_N_CTX and is
@@ -29,7 +32,18 @@ from typing import Any
 from agent.messages import ModelRequest, ModelResponse, ToolCall, Usage
 from agent.models.base import Model, ModelError, StreamItem, TextDelta
 from agent.models.gguf import ModelFileError, ensure_model_file
-from agent.models.local_prompt import Plan, answer_only, build_plan, parse_output, render_prompt
+from agent.models.local_prompt import (
+    DEFAULT_TOOL_PROTOCOL,
+    Plan,
+    ToolProtocol,
+    action_step,
+    answer_only,
+    answer_word,
+    build_plan,
+    parse_action,
+    parse_output,
+    render_prompt,
+)
 from agent.models.toolcall_parse import AnswerStreamExtractor
 
 DEFAULT_N_CTX = 4096
@@ -239,6 +253,8 @@ class LocalModel(Model):
     Deterministic for a given seed: greedy decoding by default (small models follow formats best
     that way), seeded sampling when a temperature is set. n_ctx None (the default) sizes the
     context window for each request, up to the model's trained length; a number fixes it.
+    tool_protocol "action" (default) chooses the action first and then writes its input; "json"
+    is the single-grammar mode of earlier versions (see agent.models.local_prompt).
     """
 
     def __init__(
@@ -251,7 +267,10 @@ class LocalModel(Model):
         temperature: float = 0.0,
         max_tokens: int = 512,
         model_path: str | Path | None = None,
+        tool_protocol: ToolProtocol = DEFAULT_TOOL_PROTOCOL,
     ) -> None:
+        if tool_protocol not in ("action", "json"):
+            raise ModelError(f"unknown tool_protocol {tool_protocol!r}; use 'action' or 'json'")
         self.model_name = name
         self.name = f"local:{name}"
         self.n_ctx = n_ctx
@@ -260,6 +279,7 @@ class LocalModel(Model):
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.model_path = Path(model_path) if model_path else None
+        self.tool_protocol: ToolProtocol = tool_protocol
         self._loaded: LoadedModel | None = None
 
     def path(self) -> Path:
@@ -292,7 +312,7 @@ class LocalModel(Model):
     async def _run(self, request: ModelRequest, *, stream: bool) -> AsyncIterator[StreamItem]:
         loaded = await asyncio.to_thread(self.load)
         try:
-            plan = build_plan(request)
+            plan = build_plan(request, self.tool_protocol)
         except ValueError as exc:
             raise ModelError(f"{self.name}: {exc}") from None
         loop = asyncio.get_running_loop()
@@ -332,7 +352,12 @@ class LocalModel(Model):
         try:
             with loaded.lock:
                 response = self._generate_locked(loaded, request, plan, stream, cancel, emit)
-                if plan.mode == "tools" and response.tool_calls and repeats_answered_calls(request, response):
+                if plan.mode == "actions" and response.tool_calls and repeats_answered_calls(request, response):
+                    # The same guard as below, cheaper: the prompt is cached, only the answer is new.
+                    again = self._act(loaded, request, plan, stream, cancel, emit, choice=answer_word(plan))
+                    again.usage = again.usage + response.usage
+                    response = again
+                elif plan.mode == "tools" and response.tool_calls and repeats_answered_calls(request, response):
                     # A 0.5B model under a tool grammar tends to call the same tool again with the
                     # same arguments after getting its result. The result is already in context,
                     # so ask for the answer instead of looping until the step limit.
@@ -354,13 +379,76 @@ class LocalModel(Model):
         cancel: threading.Event,
         emit: Callable[[str, Any], None],
     ) -> ModelResponse:
+        if plan.mode == "actions":
+            return self._act(loaded, request, plan, stream, cancel, emit)
+        text, rendered = render_prompt(loaded.formatter, plan)
+        budget = request.settings.max_tokens or self.max_tokens
+        out = self._sample(loaded, request, text, rendered, plan.grammar, budget, cancel, emit if stream else None)
+        usage = Usage(input_tokens=out.prompt_tokens, output_tokens=out.output_tokens, requests=1)
+        return parse_output(out.text, plan, out.finish, usage, self.name)
+
+    def _act(
+        self,
+        loaded: LoadedModel,
+        request: ModelRequest,
+        plan: Plan,
+        stream: bool,
+        cancel: threading.Event,
+        emit: Callable[[str, Any], None],
+        *,
+        choice: str | None = None,
+    ) -> ModelResponse:
+        """The action protocol: choose the action (unless given), then write its input."""
+        text, rendered = render_prompt(loaded.formatter, plan)
+        budget = request.settings.max_tokens or self.max_tokens
+        chosen_tokens = 0
+        if choice is None:
+            # Enough tokens for the longest choice; the context is sized for both steps at once, so
+            # it is not re-created (losing the cached prompt) between them.
+            longest = max(len(loaded.llama.tokenize(f" {c}".encode(), add_bos=False)) for c in plan.actions)
+            first = self._sample(
+                loaded, request, text, rendered, plan.grammar, min(budget, longest + 1), cancel, None,
+                reserve=budget + 8,
+            )
+            choice, chosen_tokens = first.text.strip(), first.output_tokens
+            if choice not in plan.actions:  # cut off by a tiny max_tokens
+                usage = Usage(input_tokens=first.prompt_tokens, output_tokens=chosen_tokens, requests=1)
+                return ModelResponse(text="", usage=usage, finish_reason="length", model=self.name)
+        follow, grammar = action_step(plan, choice)
+        is_answer = choice not in plan.argument_grammars
+        on_text = _stripping_start(emit) if stream and is_answer else None
+        stop = [f"\n{plan.lead.strip()}"] if is_answer else []  # the model starting another action
+        out = self._sample(
+            loaded, request, f"{text} {choice}{follow}", rendered, grammar,
+            max(1, budget - chosen_tokens), cancel, on_text, extra_stop=stop,
+        )
+        usage = Usage(
+            input_tokens=out.prompt_tokens - chosen_tokens,
+            output_tokens=chosen_tokens + out.output_tokens,
+            requests=1,
+        )
+        return parse_action(choice, out.text, plan, out.finish, usage, self.name)
+
+    def _sample(
+        self,
+        loaded: LoadedModel,
+        request: ModelRequest,
+        text: str,
+        rendered: Any,
+        grammar_text: str | None,
+        budget: int,
+        cancel: threading.Event,
+        on_text: Callable[[str, Any], None] | None,
+        *,
+        reserve: int | None = None,
+        extra_stop: list[str] | None = None,
+    ) -> Sampled:
+        """One llama.cpp generation from the prompt text; reserve sizes the context (default budget)."""
         from llama_cpp import LlamaGrammar, StoppingCriteriaList
 
-        text, rendered = render_prompt(loaded.formatter, plan)
         prompt = loaded.llama.tokenize(text.encode("utf-8"), add_bos=not rendered.added_special, special=True)
         settings = request.settings
-        budget = settings.max_tokens or self.max_tokens
-        loaded.fit(len(prompt) + budget)
+        loaded.fit(len(prompt) + (reserve or budget))
         llama = loaded.llama  # after fit: a grown context is a new llama.cpp object
         room = loaded.n_ctx - len(prompt)
         if room < 8:
@@ -368,6 +456,7 @@ class LocalModel(Model):
         max_tokens = min(budget, room)
         stop = [rendered.stop] if isinstance(rendered.stop, str) else list(rendered.stop or [])
         stop += settings.stop or []
+        stop += extra_stop or []
         sampled = 0
 
         def count_and_cancel(_ids: Any, _logits: Any) -> bool:
@@ -378,7 +467,7 @@ class LocalModel(Model):
         criteria = StoppingCriteriaList([count_and_cancel])
         if rendered.stopping_criteria is not None:
             criteria.extend(rendered.stopping_criteria)
-        grammar = LlamaGrammar.from_string(plan.grammar, verbose=False) if plan.grammar else None
+        grammar = LlamaGrammar.from_string(grammar_text, verbose=False) if grammar_text else None
         temperature = self.temperature if settings.temperature is None else settings.temperature
         output = llama.create_completion(
             prompt=prompt,
@@ -398,14 +487,42 @@ class LocalModel(Model):
             if cancel.is_set():
                 break
             choice = chunk["choices"][0]
-            if text := choice.get("text"):
-                pieces.append(text)
-                if stream:
-                    emit("delta", text)
+            if piece := choice.get("text"):
+                pieces.append(piece)
+                if on_text is not None:
+                    on_text("delta", piece)
             finish = choice.get("finish_reason") or finish
         # The criteria run once per sampled token and once more after the loop.
-        usage = Usage(input_tokens=len(prompt), output_tokens=min(max(sampled - 1, 0), max_tokens), requests=1)
-        return parse_output("".join(pieces), plan, finish, usage, self.name)
+        return Sampled("".join(pieces), finish, len(prompt), min(max(sampled - 1, 0), max_tokens))
+
+
+@dataclass
+class Sampled:
+    """What one llama.cpp generation produced."""
+
+    text: str
+    """The generated text."""
+    finish: str | None
+    """llama.cpp's finish reason ("stop", "length")."""
+    prompt_tokens: int
+    """Tokens in the prompt."""
+    output_tokens: int
+    """Tokens generated."""
+
+
+def _stripping_start(emit: Callable[[str, Any], None]) -> Callable[[str, Any], None]:
+    """emit, with the whitespace before the first visible character dropped."""
+    started = False
+
+    def forward(kind: str, piece: Any) -> None:
+        nonlocal started
+        if not started:
+            piece = piece.lstrip()
+            started = bool(piece)
+        if piece:
+            emit(kind, piece)
+
+    return forward
 
 
 def overflow_message(prompt_tokens: int, loaded: LoadedModel) -> str:

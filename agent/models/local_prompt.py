@@ -4,6 +4,13 @@ The history is rewritten into plain system/user/assistant turns that any chat te
 tool results become user turns, and, when tools are offered, the assistant's past turns are shown
 in the same JSON shape the grammar makes it write, so the model sees its own format in context.
 
+Two protocols for tools (`ToolProtocol`). "action", the default: the model first chooses its next
+action, one of the offered tool names or `respond`, under a grammar that allows nothing else; then
+it writes that tool's arguments as JSON under the tool's parameter grammar, or its answer as plain
+text. Past turns are shown as `Action: NAME` + `Arguments: {...}` or `Action: respond` + the text.
+"json": one grammar for the whole turn, `{"answer": ...}` or `{"tool_calls": [...]}`; a greedy
+small model takes the answer branch there unless its history already shows a JSON call.
+
 Planted reasoning (agent.plant) is rendered as the opening of the assistant's own turn, not as a
 closed turn answered by an empty tool result: when it is the last thing in the history, the prompt
 ends with the generation prompt and the plan (`Plan.prefix`), so the model goes on from its own
@@ -21,8 +28,11 @@ from typing import Any, Literal
 
 from agent.messages import FinishReason, Message, ModelRequest, ModelResponse, ToolCall, Usage
 from agent.models.tool_grammar import (
+    actions_prompt,
+    choice_grammar,
     decision_schema,
     parameters_of,
+    respond_action,
     schema_from_response_format,
     tool_names,
     tools_prompt,
@@ -30,7 +40,14 @@ from agent.models.tool_grammar import (
 from agent.models.toolcall_parse import AnswerStreamExtractor, parse_turn
 from agent.plant import planted_reasoning
 
-PlanMode = Literal["plain", "tools", "json"]
+PlanMode = Literal["plain", "tools", "actions", "json"]
+ToolProtocol = Literal["action", "json"]
+DEFAULT_TOOL_PROTOCOL: ToolProtocol = "action"
+"""How the embedded models call tools unless told otherwise (see the module docstring)."""
+ACTION_OPEN = "Action:"
+"""What opens every assistant turn in the action protocol; the prompt ends with it."""
+ARGUMENTS_OPEN = "Arguments:"
+"""What follows a chosen tool's name, before its JSON arguments."""
 _DEFAULT_SYSTEM = "You are a helpful assistant."
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
@@ -40,7 +57,7 @@ class Plan:
     """How to prompt and constrain the model for one request."""
 
     mode: PlanMode
-    """plain text, tool decision JSON, or structured JSON output."""
+    """plain text, tool decision JSON, action-first tool use, or structured JSON output."""
     messages: list[dict[str, str]]
     """Chat-template messages (system, user, assistant only)."""
     grammar: str | None = None
@@ -50,6 +67,19 @@ class Plan:
     prefix: str = ""
     """Planted reasoning that opens the assistant's turn: the rendered prompt ends with it, after
     the generation prompt, and the model continues from it; never part of the parsed output."""
+    lead: str = ""
+    """Fixed text after the prefix that the protocol opens every turn with (`Action:`)."""
+    respond: str = ""
+    """The action word that answers the user (actions mode; "" when an answer is not allowed)."""
+    argument_grammars: dict[str, str] = field(default_factory=dict)
+    """Per tool, the GBNF of its arguments after `Arguments:` (actions mode)."""
+    answer_grammar: str | None = None
+    """GBNF of the answer after `respond` (actions mode with a response_format), else free text."""
+
+    @property
+    def actions(self) -> list[str]:
+        """What the first step chooses among (actions mode): the tools, then respond if allowed."""
+        return [*self.tool_names, self.respond] if self.respond else list(self.tool_names)
 
 
 @functools.lru_cache(maxsize=128)
@@ -120,7 +150,19 @@ def _calls_json(m: Message) -> str:
     return json.dumps({"tool_calls": calls}, ensure_ascii=False)
 
 
-def _content(m: Message, *, tools_mode: bool) -> str:
+def _actions_text(m: Message, respond: str) -> str:
+    if not m.tool_calls:
+        return f"{ACTION_OPEN} {respond}\n{_text_of(m)}"
+    return "\n\n".join(
+        f"{ACTION_OPEN} {tc.name}\n{ARGUMENTS_OPEN} "
+        + json.dumps(tc.parsed_arguments() or {}, ensure_ascii=False)
+        for tc in m.tool_calls
+    )
+
+
+def _content(m: Message, *, tools_mode: bool, respond: str = "") -> str:
+    if respond:
+        return _actions_text(m, respond)
     if m.tool_calls:
         return _calls_json(m)
     if tools_mode:
@@ -129,7 +171,7 @@ def _content(m: Message, *, tools_mode: bool) -> str:
 
 
 def _chat_messages(
-    messages: list[Message], *, tools_mode: bool, system_extra: str
+    messages: list[Message], *, tools_mode: bool, system_extra: str, respond: str = ""
 ) -> tuple[list[dict[str, str]], str]:
     """The chat-template messages, and the planted reasoning left open at the end (or "")."""
     out: list[dict[str, str]] = []
@@ -155,7 +197,7 @@ def _chat_messages(
             else:
                 out.append({"role": "user", "content": entry, "_tool": "1"})
         elif m.role == "assistant":
-            content = _content(m, tools_mode=tools_mode)
+            content = _content(m, tools_mode=tools_mode, respond=respond)
             if opening:
                 # The model wrote this turn as a continuation of its planted reasoning.
                 content = "\n\n".join(opening) + "\n" + content
@@ -183,10 +225,57 @@ def _opened(gbnf: str, prefix: str) -> str:
     return _ROOT_RULE.sub(lambda m: f'root ::= "\\n"? "\\n"? ({m.group(1)})', gbnf, count=1)
 
 
-def build_plan(request: ModelRequest) -> Plan:
-    """The prompt messages and grammar for a request; ValueError for a schema llama.cpp cannot use."""
+def _led(gbnf: str, lead: str) -> str:
+    """The grammar with lead required before its root."""
+    return _ROOT_RULE.sub(lambda m: f"root ::= {json.dumps(lead)} ({m.group(1)})", gbnf, count=1)
+
+
+def _action_plan(request: ModelRequest, answer_schema: dict[str, Any] | None) -> Plan:
+    require = request.settings.tool_choice == "required"
+    names = tool_names(request.tools)
+    # The answer word exists even when required: the repeat guard may still force an answer.
+    word = respond_action(names)
+    extra = actions_prompt(request.tools, require_tool=require, respond=word)
+    if answer_schema:
+        extra += f"\nThe answer must be JSON matching: {json.dumps(answer_schema, separators=(',', ':'))}"
+    messages, prefix = _chat_messages(request.messages, tools_mode=True, system_extra=extra, respond=word)
+    arguments = {name: _led(grammar_for(schema), " ") for name, schema in _argument_schemas(request.tools).items()}
+    plan = Plan(
+        mode="actions",
+        messages=messages,
+        tool_names=names,
+        prefix=prefix,
+        lead=("\n" if prefix else "") + ACTION_OPEN,
+        respond="" if require else word,
+        argument_grammars=arguments,
+        answer_grammar=grammar_for(answer_schema) if answer_schema is not None else None,
+    )
+    plan.grammar = choice_grammar(plan.actions)
+    return plan
+
+
+def action_step(plan: Plan, choice: str) -> tuple[str, str | None]:
+    """For a chosen action: the text that follows the choice in the prompt, and the grammar of
+    what the model writes next (None: free text)."""
+    if choice in plan.argument_grammars:
+        return f"\n{ARGUMENTS_OPEN}", plan.argument_grammars[choice]
+    return "\n", plan.answer_grammar
+
+
+def answer_word(plan: Plan) -> str:
+    """The action word that answers the user, also under tool_choice="required" (repeat guard)."""
+    return plan.respond or respond_action(plan.tool_names)
+
+
+def build_plan(request: ModelRequest, protocol: ToolProtocol = DEFAULT_TOOL_PROTOCOL) -> Plan:
+    """The prompt messages and grammar for a request; ValueError for a schema llama.cpp cannot use.
+
+    protocol chooses how tools are offered when there are any (see the module docstring).
+    """
     answer_schema = schema_from_response_format(request.response_format)
     use_tools = bool(request.tools) and request.settings.tool_choice != "none"
+    if use_tools and protocol == "action":
+        return _action_plan(request, answer_schema)
     if use_tools:
         require = request.settings.tool_choice == "required"
         schema = decision_schema(
@@ -242,7 +331,17 @@ def render_prompt(formatter: Any, plan: Plan) -> tuple[str, Any]:
     assistant's turn and nothing follows it.
     """
     rendered = formatter(messages=plan.messages)
-    return rendered.prompt + plan.prefix, rendered
+    return rendered.prompt + plan.prefix + plan.lead, rendered
+
+
+def parse_action(choice: str, raw: str, plan: Plan, finish: str | None, usage: Usage, model: str) -> ModelResponse:
+    """The typed response for an action chosen in the first step and what followed it."""
+    if choice in plan.argument_grammars:
+        # Arguments cut off by the token limit stay as written: the tool layer reports bad JSON.
+        call = ToolCall(name=choice, arguments=raw.strip() or "{}")
+        return ModelResponse(tool_calls=[call], usage=usage, finish_reason="tool_calls", model=model)
+    reason: FinishReason = "length" if finish == "length" else "stop"
+    return ModelResponse(text=raw.strip(), usage=usage, finish_reason=reason, model=model)
 
 
 def parse_output(raw: str, plan: Plan, finish: str | None, usage: Usage, model: str) -> ModelResponse:

@@ -191,3 +191,44 @@ def schema_from_response_format(response_format: dict[str, Any] | None) -> dict[
         schema = response_format.get("schema")
         return inline_refs(schema) if isinstance(schema, dict) else {"type": "object"}
     raise ValueError(f"unsupported response_format type {kind!r}")
+
+
+RESPOND = "respond"
+"""The action that answers the user in the action-first protocol (unless a tool has this name)."""
+
+
+def respond_action(names: Sequence[str]) -> str:
+    """The word for "answer the user" among these tool names: `respond`, unless a tool is so named."""
+    word = RESPOND
+    while word in names:
+        word = f"{word}_to_user"
+    return word
+
+
+def choice_grammar(choices: Sequence[str], lead: str = " ") -> str:
+    """GBNF for exactly one of choices, after lead (the space a word takes after `Action:`)."""
+    if not choices:
+        raise ValueError("no actions to choose from")
+    # json.dumps writes a GBNF string literal: both escape quotes and backslashes the same way.
+    alternatives = " | ".join(json.dumps(c) for c in choices)
+    return f"root ::= {json.dumps(lead)} ({alternatives})\n" if lead else f"root ::= ({alternatives})\n"
+
+
+def actions_prompt(tools: Sequence[dict[str, Any]], *, require_tool: bool = False, respond: str = RESPOND) -> str:
+    """System-prompt text for the action-first protocol: choose the action, then write its input."""
+    listing = "\n".join(describe_tool(t) for t in tools)
+    # As in tools_prompt, the example names no real tool.
+    call = f"Action: {TOOL_PLACEHOLDER}\nArguments: {{...}}"
+    if require_tool:
+        how = f"Each reply names the tool to call, then its arguments as one JSON object:\n{call}"
+    else:
+        how = (
+            "Each reply starts with your next action: the name of a tool from the list, or "
+            f"{respond} to answer the user. A tool call is written\n{call}\n"
+            f"and an answer is written\nAction: {respond}\n<your answer to the user>"
+        )
+    return (
+        f"You can use these tools:\n{listing}\n\n{how}\n\n"
+        "Call a tool when it can get information you do not have or do the work for you; "
+        f"after a tool result, use it to answer."
+    )

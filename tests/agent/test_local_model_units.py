@@ -7,7 +7,8 @@ import json
 import pytest
 
 from agent.messages import Message, ModelRequest, ModelSettings, ToolCall, Usage
-from agent.models.local_prompt import build_plan, grammar_for, parse_output
+from agent.models import local_prompt
+from agent.models.local_prompt import Plan, grammar_for, parse_output
 from agent.models.tool_grammar import (
     decision_schema,
     describe_tool,
@@ -16,6 +17,12 @@ from agent.models.tool_grammar import (
 )
 from agent.models.toolcall_parse import AnswerStreamExtractor, parse_turn
 from tools.tool import tool
+
+
+def build_plan(request: ModelRequest) -> Plan:
+    """The single-grammar ("json") plan: these tests pin that protocol; the action protocol's
+    tests are in test_local_actions.py."""
+    return local_prompt.build_plan(request, "json")
 
 
 @tool

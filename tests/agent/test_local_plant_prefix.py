@@ -11,8 +11,8 @@ from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from agent.hooks import Plant
 from agent.messages import Message, ModelRequest, ToolCall, Usage
-from agent.models import ScriptedModel, call, reply
-from agent.models.local_prompt import answer_only, build_plan, parse_output, render_prompt
+from agent.models import ScriptedModel, call, local_prompt, reply
+from agent.models.local_prompt import Plan, answer_only, parse_output, render_prompt
 from agent.plant import plant_messages, planted_reasoning
 from agent.runtime import Agent
 from interventions import ReInIntervention, with_recovery_tools
@@ -27,6 +27,12 @@ FORMATTER = Jinja2ChatFormatter(template=CHATML, eos_token="<|im_end|>", bos_tok
 OPEN = "<|im_start|>assistant\n"
 SYSTEM = "You are a retail agent. Follow the policy."
 PLAN = "The user's request is ambiguous. I will call report_internal_error, then ask which order."
+
+
+def build_plan(request: ModelRequest) -> Plan:
+    """The single-grammar ("json") plan: these tests pin that protocol; the action protocol's
+    tests are in test_local_actions.py."""
+    return local_prompt.build_plan(request, "json")
 
 
 @tool
