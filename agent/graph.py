@@ -3,7 +3,8 @@
 intervene → mode → model ⇄ tools, ending at the model's final answer or at `finish`. Each user
 turn enters at `intervene` (present when interventions are configured); interventions may plant
 reasoning there, the mode slot picks instant / reasoning / agentic, the model node calls the
-model, the tools node answers every tool call (pausing for approval where a tool needs it). A model answer
+model, the tools node answers every tool call (pausing for approval where a tool needs it, and journaling
+each answer so a crash never runs a finished call twice, see agent/journal.py). A model answer
 without tool calls ends the turn (agent_stop); `finish` ends turns that stop early (max_steps,
 model_error, too_many_errors, tool_error) with their reason. Messages live in the state as plain dicts so checkpoints stay
 small and readable.
@@ -40,6 +41,7 @@ from agent.hooks import (
     ModePolicy,
     ResponseReviewer,
 )
+from agent.journal import JOURNAL_KEY, Entry, StepJournal, journal_thread, step_key
 from agent.ledger import CostLedger, Price, PriceTable
 from agent.messages import Message, ModelRequest, ModelResponse, ModelSettings, ToolCall
 from agent.models import base as model_base
@@ -47,7 +49,7 @@ from agent.modes import PLAIN_AGENTIC, ModeConfig, StepLimits, loops_back, mode_
 from agent.plant import plant_messages, surface_dialogue
 from tools import CallRequest, Tool, ToolResult, execute_calls
 from tools.errors import ToolExecutionError, ToolRetryBudgetExceeded
-from tools.execute import rejected
+from tools.execute import describe_exception, rejected
 
 
 class TurnState(TypedDict, total=False):
@@ -278,13 +280,22 @@ def build_graph(deps: GraphDeps) -> StateGraph:
         counts = dict(state["turn"].get("argument_errors") or {})
         termination: str | None = None
         error: str | None = None
+        # Each call's answer is journaled as it comes: a run cut off mid-step (a crash, a kill)
+        # answers its finished calls from the journal when the step runs again.
+        step_id, seq = step_key(state["messages"])
+        journal = StepJournal(_cfg(config, JOURNAL_KEY), journal_thread(config.get("configurable") or {}), step_id, seq)
+        replayed, to_run = await journal.replay(approved, deps.tools)
         try:
-            done = await execute_calls(approved, deps.tools, counts)
+            done = [*replayed.values(), *await execute_calls(to_run, deps.tools, counts, journal)]
         except (ToolRetryBudgetExceeded, ToolExecutionError) as exc:
             termination = "too_many_errors" if isinstance(exc, ToolRetryBudgetExceeded) else "tool_error"
             error = str(exc)
+            reason = f"tool {exc.tool!r} failed: {describe_exception(exc.cause)}" if isinstance(exc, ToolExecutionError) else str(exc)
+            # Calls that did run keep their real answer: telling the model a finished write
+            # was "not executed" would invite it to do the write again.
             done = [
-                ToolResult(c.id, c.name, f"Not executed: the run stopped ({exc}).", True, "execution")
+                journal.outcomes.get(c.id)
+                or ToolResult(c.id, c.name, f"Not executed: the run stopped ({reason}).", True, "execution")
                 for c in approved
             ]
         by_id = {r.call_id: r for r in done}
@@ -305,6 +316,7 @@ def build_graph(deps: GraphDeps) -> StateGraph:
         messages = []
         for r in results:
             writer(ToolResultEvent(r.call_id, r.name, r.content, r.is_error))
+            # Replayed answers are booked too: the run that got them died before its ledger update.
             ledger.book_tool(r.name, r.cost)
             # A plain dict in Message's shape: fields left out take their defaults when read back.
             msg: dict[str, Any] = {
@@ -313,6 +325,7 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             if r.error_kind:
                 msg["metadata"] = {"error_kind": r.error_kind}
             messages.append(msg)
+        _attach_late(messages, await journal.surface(), journal.step)
         changes: dict[str, Any] = {"argument_errors": counts, "failures": failures}
         if termination:
             changes.update(termination=termination, error=error)
@@ -384,6 +397,21 @@ async def _request(
     if final is None:
         raise model_base.ModelError(f"model {model.name!r} ended its stream without a response")
     return final
+
+
+def _attach_late(messages: list[dict[str, Any]], late: list[Entry], step: str) -> None:
+    """Put late completions of timed-out calls into the history: on the call's own tool message
+    when it ended during this step (`late_result`), else on this step's first tool message
+    (`late_results`, a list naming each call)."""
+    by_call = {m["tool_call_id"]: m for m in messages}
+    for e in late:
+        r = e.tool_result()
+        note = {"call_id": r.call_id, "name": r.name, "content": r.content, "is_error": r.is_error}
+        own = by_call.get(e.call_id) if e.step == step else None
+        if own is not None:
+            own.setdefault("metadata", {})["late_result"] = note
+        elif messages:
+            messages[0].setdefault("metadata", {}).setdefault("late_results", []).append(note)
 
 
 def _decisions(answer: Any, calls: list[CallRequest]) -> dict[str, tuple[bool, str | None]]:

@@ -7,11 +7,12 @@ from tools.errors import (
     ToolRetryBudgetExceeded,
     ToolTimeoutError,
 )
-from tools.execute import CallRequest, ToolResult, execute_calls
-from tools.registry import Toolkit, load_toolkit, register_toolkit, toolkit_names
+from tools.execute import CallHooks, CallRequest, ToolResult, describe_exception, execute_calls
+from tools.registry import Toolkit, load_toolkit, register_toolkit, toolkit_factory, toolkit_names
 from tools.tool import Tool, ToolKind, format_result, tool
 
 __all__ = [
+    "CallHooks",
     "CallRequest",
     "Tool",
     "ToolArgumentError",
@@ -22,10 +23,12 @@ __all__ = [
     "ToolRetryBudgetExceeded",
     "ToolTimeoutError",
     "Toolkit",
+    "describe_exception",
     "execute_calls",
     "format_result",
     "load_toolkit",
     "register_toolkit",
     "tool",
+    "toolkit_factory",
     "toolkit_names",
 ]

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+from typing import Any
+
 
 class ToolError(Exception):
-    """An error a tool raises on purpose; its message goes back to the model as the tool result."""
+    """An error a tool raises on purpose; its message goes back to the model in full, as the tool
+    result. Any other exception reaches the model only as its type and a short message with file
+    paths removed (see `tools.execute.describe_exception`)."""
 
 
 class ToolArgumentError(ToolError):
@@ -13,6 +18,12 @@ class ToolArgumentError(ToolError):
 
 class ToolTimeoutError(ToolError):
     """The tool did not finish within its timeout."""
+
+    def __init__(self, message: str, completion: concurrent.futures.Future[Any] | None = None) -> None:
+        super().__init__(message)
+        self.completion = completion
+        """For a sync tool, whose thread cannot be stopped: resolves with the call's eventual return
+        value or exception when the thread ends. None for async tools, which are cancelled."""
 
 
 class ToolRetryBudgetExceeded(Exception):

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -16,7 +19,12 @@ from tools.errors import (
 )
 from tools.tool import Tool, ToolKind, format_result
 
-ErrorKind = Literal["arguments", "execution", "timeout", "unknown_tool", "rejected"]
+ErrorKind = Literal["arguments", "execution", "timeout", "unknown_tool", "rejected", "interrupted"]
+
+ERROR_TEXT_LIMIT = 300
+"""Most characters of an unexpected exception's message that reach the model."""
+
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[/\\][\w.@~+-]+){2,}[/\\]?")
 
 
 @dataclass(frozen=True)
@@ -49,17 +57,35 @@ class ToolResult:
     """Price booked for the call."""
 
 
+class CallHooks:
+    """Callbacks around the execution of each call; these do nothing. The agent runtime overrides
+    them to journal every call, so a crash never runs a finished call again."""
+
+    async def started(self, call: CallRequest, tool: Tool) -> None:
+        """A WRITE call is about to run; returns before the tool starts."""
+
+    async def finished(self, call: CallRequest, result: ToolResult) -> None:
+        """A call ran and has its answer; returns before the answer is handed on."""
+
+    async def late(self, call: CallRequest, result: ToolResult) -> None:
+        """A timed-out WRITE call's thread ended after all (result or error); runs on the event loop
+        that ran the call, if that loop still runs."""
+
+
 async def execute_calls(
     calls: Sequence[CallRequest],
     tools: Mapping[str, Tool],
     argument_errors: dict[str, int] | None = None,
+    hooks: CallHooks | None = None,
 ) -> list[ToolResult]:
     """Answer every call, in the order given.
 
     READ, GENERIC and THINK calls run concurrently; WRITE calls run one at a time in call order
     after them, so that state changes are deterministic. `argument_errors` counts invalid-argument
     errors per tool across a run; going past a tool's budget raises ToolRetryBudgetExceeded.
+    `hooks` hear of each call that runs (calls answered by validation errors do not run).
     """
+    hooks = hooks or CallHooks()
     counts = argument_errors if argument_errors is not None else {}
     prepared: list[tuple[CallRequest, Tool | None, dict[str, Any] | ToolResult]] = []
     for call in calls:
@@ -89,27 +115,91 @@ async def execute_calls(
         else:
             concurrent.append((i, call, t, args))
 
-    outcomes = await asyncio.gather(*(run_one(call, t, args) for _, call, t, args in concurrent))
+    outcomes = await asyncio.gather(*(run_one(call, t, args, hooks) for _, call, t, args in concurrent))
     for (i, *_), outcome in zip(concurrent, outcomes, strict=True):
         results[i] = outcome
     for i, call, t, args in sequential:
-        results[i] = await run_one(call, t, args)
+        results[i] = await run_one(call, t, args, hooks)
     return [results[i] for i in range(len(prepared))]
 
 
-async def run_one(call: CallRequest, t: Tool, args: dict[str, Any]) -> ToolResult:
+async def run_one(call: CallRequest, t: Tool, args: dict[str, Any], hooks: CallHooks | None = None) -> ToolResult:
     """Execute one validated call; errors become error results unless the tool says raise."""
+    hooks = hooks or CallHooks()
+    if t.kind is ToolKind.WRITE:
+        await hooks.started(call, t)
+    result = await _run(call, t, args, hooks)
+    await hooks.finished(call, result)
+    return result
+
+
+async def _run(call: CallRequest, t: Tool, args: dict[str, Any], hooks: CallHooks) -> ToolResult:
     try:
         value = await t.run(args)
     except ToolTimeoutError as exc:
-        return _error(call, str(exc), "timeout", t.cost)
+        if t.kind is not ToolKind.WRITE:
+            return _error(call, str(exc), "timeout", t.cost)
+        if exc.completion is not None:
+            _report_late(call, t, exc.completion, hooks)
+        return _error(call, f"{exc}; outcome unknown: it may still take effect, check before retrying", "timeout", t.cost)
     except ToolError as exc:
         return _error(call, f"Error: {exc}", "execution", t.cost)
     except Exception as exc:
         if t.on_error == "raise":
             raise ToolExecutionError(t.name, exc) from exc
-        return _error(call, f"Error: {type(exc).__name__}: {exc}", "execution", t.cost)
+        return _error(call, f"Error: {describe_exception(exc)}", "execution", t.cost)
     return ToolResult(call_id=call.id, name=call.name, content=format_result(value), cost=t.cost)
+
+
+def describe_exception(exc: BaseException) -> str:
+    """An unexpected exception as the model may see it: its type and the first line of its
+    message, file paths replaced by <path>, at most ERROR_TEXT_LIMIT characters. Internals
+    (paths, tracebacks, long dumps) stay out of the conversation; raise ToolError to show more."""
+    lines = str(exc).strip().splitlines()
+    text = _PATH.sub("<path>", lines[0] if lines else "")
+    if len(text) > ERROR_TEXT_LIMIT:
+        text = text[: ERROR_TEXT_LIMIT - 1] + "…"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def interrupted(call: CallRequest) -> ToolResult:
+    """The tool message for a WRITE call that was running when its process stopped."""
+    return _error(
+        call,
+        f"Error: tool {call.name!r} was interrupted: outcome unknown; check before retrying "
+        "(the process stopped while this call ran, so it may or may not have taken effect)",
+        "interrupted",
+    )
+
+
+_LATE_TASKS: set[asyncio.Task[None]] = set()
+
+
+def _report_late(call: CallRequest, t: Tool, completion: concurrent.futures.Future[Any], hooks: CallHooks) -> None:
+    """Hand a timed-out sync call's eventual outcome to hooks.late, on this event loop."""
+    loop = asyncio.get_running_loop()
+
+    def landed(done: concurrent.futures.Future[Any]) -> None:
+        exc = done.exception()
+        if exc is None:
+            result = ToolResult(call.id, call.name, format_result(done.result()), cost=t.cost)
+        elif isinstance(exc, ToolError):
+            result = _error(call, f"Error: {exc}", "execution", t.cost)
+        else:
+            result = _error(call, f"Error: {describe_exception(exc)}", "execution", t.cost)
+        # RuntimeError: the loop that ran the call has closed; nobody is left to record it.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_start_late, hooks, call, result)
+
+    completion.add_done_callback(landed)
+
+
+def _start_late(hooks: CallHooks, call: CallRequest, result: ToolResult) -> None:
+    task = asyncio.ensure_future(hooks.late(call, result))
+    # Keep a reference until done: the loop holds tasks only weakly.
+    _LATE_TASKS.add(task)
+    task.add_done_callback(_LATE_TASKS.discard)
+
 
 
 def rejected(call: CallRequest, reason: str | None = None) -> ToolResult:

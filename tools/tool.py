@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import dataclasses
 import enum
 import functools
 import inspect
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, overload
@@ -45,6 +48,9 @@ class Tool:
     """Pydantic model that validates arguments; None passes the parsed JSON through unchecked."""
     needs_approval: bool = False
     """Pause the run for human approval before each call."""
+    idempotent: bool = False
+    """Running a call twice has the effect of running it once: a WRITE call cut off by a crash is
+    run again on resume, instead of being answered "interrupted: outcome unknown"."""
     timeout_s: float | None = 30.0
     """Wall-clock limit per call; None means no limit."""
     max_argument_retries: int = 3
@@ -91,22 +97,53 @@ class Tool:
         return {name: getattr(validated, name) for name in type(validated).model_fields}
 
     async def run(self, arguments: dict[str, Any]) -> Any:
-        """Call the implementation with validated arguments, enforcing the timeout."""
+        """Call the implementation with validated arguments, enforcing the timeout.
+
+        An async tool that times out is cancelled. A sync tool cannot be stopped: its thread runs
+        on, and the ToolTimeoutError carries a future of its eventual outcome.
+        """
+        completion: concurrent.futures.Future[Any] | None = None
         if inspect.iscoroutinefunction(self.fn):
-            call = self.fn(**arguments)
+            call: Any = self.fn(**arguments)
         else:
-            # Sync tools run in a worker thread so a slow one cannot block the event loop or its peers.
-            call = asyncio.to_thread(functools.partial(self.fn, **arguments))
+            # Sync tools run in a thread so a slow one cannot block the event loop or its peers.
+            completion = _start_thread(functools.partial(self.fn, **arguments), self.name)
+            call = asyncio.wrap_future(completion)
         if self.timeout_s is None:
             return await call
         try:
+            # The running thread's future ignores the cancel, so `completion` still reports its end.
             return await asyncio.wait_for(call, self.timeout_s)
         except TimeoutError:
-            raise ToolTimeoutError(f"tool {self.name!r} timed out after {self.timeout_s:g}s") from None
+            raise ToolTimeoutError(
+                f"tool {self.name!r} timed out after {self.timeout_s:g}s", completion
+            ) from None
 
     def with_options(self, **changes: Any) -> Tool:
         """A copy of this tool with some fields changed."""
         return dataclasses.replace(self, **changes)
+
+
+def _start_thread(fn: Callable[[], Any], name: str) -> concurrent.futures.Future[Any]:
+    """Run fn in a daemon thread of its own and return a future of its outcome.
+
+    Not asyncio.to_thread: the default executor's threads are joined at interpreter exit, so one
+    stuck tool (e.g. after a timeout) would keep the process alive until it returned.
+    """
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    future.set_running_or_notify_cancel()
+    context = contextvars.copy_context()
+
+    def body() -> None:
+        try:
+            value = context.run(fn)
+        except BaseException as exc:  # handed to the awaiting call, whatever it is
+            future.set_exception(exc)
+        else:
+            future.set_result(value)
+
+    threading.Thread(target=body, name=f"rein-tool-{name}", daemon=True).start()
+    return future
 
 
 def _describe_validation(name: str, exc: ValidationError) -> str:
@@ -148,6 +185,7 @@ def tool(
     description: str | None = None,
     kind: ToolKind | str = ToolKind.GENERIC,
     needs_approval: bool = False,
+    idempotent: bool = False,
     timeout_s: float | None = 30.0,
     max_argument_retries: int = 3,
     on_error: Literal["return", "raise"] = "return",
@@ -164,6 +202,7 @@ def tool(
     description: str | None = None,
     kind: ToolKind | str = ToolKind.GENERIC,
     needs_approval: bool = False,
+    idempotent: bool = False,
     timeout_s: float | None = 30.0,
     max_argument_retries: int = 3,
     on_error: Literal["return", "raise"] = "return",
@@ -188,6 +227,7 @@ def tool(
             kind=ToolKind(kind),
             args_model=args_model,
             needs_approval=needs_approval,
+            idempotent=idempotent,
             timeout_s=timeout_s,
             max_argument_retries=max_argument_retries,
             on_error=on_error,

@@ -14,9 +14,10 @@ from tools import ToolKind, tool
 MARKER = Path(sys.argv[2]) if len(sys.argv) > 2 else None
 
 
-@tool(kind=ToolKind.WRITE, timeout_s=None)
+@tool(kind=ToolKind.WRITE, timeout_s=None, idempotent=True)
 def archive(note: str) -> str:
-    """Archive a note (blocks in the first process, so it can be killed mid-run)."""
+    """Archive a note (blocks in the first process, so it can be killed mid-run); archiving twice
+    is harmless, so the resumed run may call it again."""
     if MARKER is not None:
         MARKER.write_text("in tool")
         time.sleep(120)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Literal
 
 import pytest
@@ -22,6 +23,7 @@ from tools import (
     tool,
 )
 from tools.builtin import evaluate_arithmetic
+from tools.execute import ERROR_TEXT_LIMIT, describe_exception
 
 
 class Address(BaseModel):
@@ -88,6 +90,36 @@ async def test_async_tool_and_timeout() -> None:
     assert ok.content == "done" and not ok.is_error
     [late] = await execute_calls([CallRequest("2", "slow", '{"seconds": 1}')], {"slow": slow})
     assert late.is_error and late.error_kind == "timeout" and "timed out" in late.content
+    assert "outcome unknown" not in late.content  # not a WRITE: nothing can have half-happened
+
+
+async def test_timed_out_sync_write_has_an_unknown_outcome_and_a_daemon_thread() -> None:
+    release = threading.Event()
+
+    @tool(kind=ToolKind.WRITE, timeout_s=0.05)
+    def stuck() -> str:
+        """Blocks until released."""
+        release.wait(10)
+        return "done"
+
+    [r] = await execute_calls([CallRequest("1", "stuck", "{}")], {"stuck": stuck})
+    assert r.error_kind == "timeout"
+    assert r.content == "tool 'stuck' timed out after 0.05s; outcome unknown: it may still take effect, check before retrying"
+    # Its thread runs on, but as a daemon: it cannot hold the interpreter open at exit.
+    [thread] = [t for t in threading.enumerate() if t.name == "rein-tool-stuck"]
+    assert thread.daemon
+    release.set()
+    thread.join(5)
+
+
+def test_idempotent_option() -> None:
+    @tool(kind=ToolKind.WRITE, idempotent=True)
+    def flag(on: bool) -> bool:
+        """Set a flag."""
+        return on
+
+    assert flag.idempotent and not ship.idempotent
+    assert not flag.with_options(idempotent=False).idempotent
 
 
 async def test_every_call_is_answered_in_order() -> None:
@@ -161,12 +193,40 @@ async def test_execution_errors_return_or_raise() -> None:
         raise ToolError("Order not found")
 
     [r] = await execute_calls([CallRequest("1", "fails", "{}")], {"fails": fails})
-    assert r.is_error and "KeyError" in r.content
+    assert r.is_error and r.content == "Error: KeyError: 'boom'"
     [r] = await execute_calls([CallRequest("1", "refuses", "{}")], {"refuses": refuses})
     assert r.content == "Error: Order not found"
     strict = fails.with_options(on_error="raise")
     with pytest.raises(ToolExecutionError):
         await execute_calls([CallRequest("1", "fails", "{}")], {"fails": strict})
+
+
+async def test_unexpected_exceptions_reach_the_model_sanitized() -> None:
+    @tool
+    def opens() -> str:
+        """Open a file that is not there."""
+        raise FileNotFoundError(2, "No such file or directory", "/srv/app/secrets/config.yaml")
+
+    @tool
+    def dumps() -> str:
+        """Fail with a traceback-like, very long message."""
+        raise ValueError("first line " + "x" * 1000 + "\nTraceback (most recent call last):\n  File \"/a/b.py\"")
+
+    @tool
+    def refuses() -> str:
+        """A ToolError is shown in full, however long."""
+        raise ToolError("see /docs/help/orders " + "y" * 500)
+
+    tools = {"opens": opens, "dumps": dumps, "refuses": refuses}
+    opened, dumped, refused = await execute_calls([CallRequest(n, n, "{}") for n in tools], tools)
+    assert opened.content == "Error: FileNotFoundError: [Errno 2] No such file or directory: '<path>'"
+    assert dumped.content.startswith("Error: ValueError: first line xxx") and dumped.content.endswith("…")
+    assert len(dumped.content) == len("Error: ValueError: ") + ERROR_TEXT_LIMIT
+    assert "Traceback" not in dumped.content
+    assert refused.content == "Error: see /docs/help/orders " + "y" * 500
+    assert describe_exception(ZeroDivisionError("division by zero")) == "ZeroDivisionError: division by zero"
+    assert describe_exception(RuntimeError()) == "RuntimeError"
+    assert describe_exception(OSError("1/2 of C:\\Users\\me\\x.txt")) == "OSError: 1/2 of <path>"
 
 
 def test_toolkit_and_registry() -> None:

@@ -1,0 +1,323 @@
+"""The tool journal: each tool call's outcome, stored the moment it is known.
+
+LangGraph checkpoints the tools step only when every call of it has returned. A process killed
+in between would run the finished calls again on resume; the journal remembers them instead. It
+lives in the checkpointer's own database (table `rein_tool_journal`, own connection) or, for the
+memory and custom checkpointers, in the process. Rows of a step are dropped once a later tools
+step of the same thread runs, since by then the step's checkpoint is committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from agent.checkpoint import BUSY_TIMEOUT_MS, locate
+from tools import CallRequest, Tool, ToolKind, ToolResult
+from tools.execute import CallHooks, interrupted
+
+log = logging.getLogger(__name__)
+
+JOURNAL_KEY = "__rein_journal"
+"""Configurable key of the ToolJournal the tools node uses (the leading __ keeps it out of
+checkpoint metadata)."""
+
+TABLE = "rein_tool_journal"
+
+State = Literal["started", "finished", "late"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One journal row: a call's start, its answer, or the late end of a timed-out call."""
+
+    thread: str
+    """Thread id (with the parent checkpoint namespace, inside a subgraph)."""
+    step: str
+    """The tools step: index of the assistant message in the thread plus a hash of its calls, so
+    call ids a model reuses across turns ("call_1") never collide."""
+    call_id: str
+    """The model's id for the call."""
+    state: State
+    """started (a WRITE call began), finished (it has its answer) or late (a timed-out call's
+    thread ended after its answer was sent)."""
+    seq: int
+    """Index of the step's assistant message; for a late entry already surfaced, of the step
+    that surfaced it."""
+    result: dict[str, Any] | None = None
+    """The ToolResult as a dict, for finished and late entries."""
+    surfaced: bool = False
+    """For a late entry: attached to the thread's history already."""
+
+    def tool_result(self) -> ToolResult:
+        """The stored answer."""
+        return ToolResult(**(self.result or {}))
+
+
+class ToolJournal(ABC):
+    """Storage of journal entries; `record` is durable when it returns."""
+
+    @abstractmethod
+    async def record(self, entry: Entry) -> None:
+        """Store an entry, replacing one with the same thread, step, call and state."""
+
+    @abstractmethod
+    async def step(self, thread: str, step: str) -> list[Entry]:
+        """The started and finished entries of one step."""
+
+    @abstractmethod
+    async def late(self, thread: str, seq: int) -> list[Entry]:
+        """Late entries not surfaced yet, plus those step `seq` surfaced (it may be running again
+        after a crash)."""
+
+    @abstractmethod
+    async def forget(self, thread: str, before_seq: int) -> None:
+        """Drop the entries of steps before `before_seq` and the late entries they surfaced."""
+
+    async def aclose(self) -> None:  # noqa: B027  (a journal without a connection has nothing to close)
+        """Release the connection."""
+
+
+class MemoryJournal(ToolJournal):
+    """In-process journal, for the memory checkpointer (nothing survives the process anyway) and
+    for custom savers, whose database rein cannot open."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[str, str, str, str], Entry] = {}
+
+    async def record(self, entry: Entry) -> None:
+        self.entries[(entry.thread, entry.step, entry.call_id, entry.state)] = entry
+
+    async def step(self, thread: str, step: str) -> list[Entry]:
+        return [e for e in self.entries.values() if e.thread == thread and e.step == step and e.state != "late"]
+
+    async def late(self, thread: str, seq: int) -> list[Entry]:
+        return [e for e in self.entries.values() if e.thread == thread and _late_pending(e, seq)]
+
+    async def forget(self, thread: str, before_seq: int) -> None:
+        for key, e in list(self.entries.items()):
+            if e.thread == thread and e.seq < before_seq and (e.state != "late" or e.surfaced):
+                del self.entries[key]
+
+
+def _late_pending(e: Entry, seq: int) -> bool:
+    return e.state == "late" and (not e.surfaced or e.seq == seq)
+
+
+_COLUMNS = "thread, step, call_id, state, seq, result, surfaced, at"
+_CREATE = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
+    thread TEXT NOT NULL, step TEXT NOT NULL, call_id TEXT NOT NULL, state TEXT NOT NULL,
+    seq INTEGER NOT NULL, result TEXT, surfaced INTEGER NOT NULL DEFAULT 0, at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (thread, step, call_id, state))"""
+_UPSERT = f"""INSERT INTO {TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (thread, step, call_id, state)
+    DO UPDATE SET seq = excluded.seq, result = excluded.result, surfaced = excluded.surfaced, at = excluded.at"""
+_STEP = f"SELECT {_COLUMNS} FROM {TABLE} WHERE thread = ? AND step = ? AND state <> 'late'"
+_LATE = f"SELECT {_COLUMNS} FROM {TABLE} WHERE thread = ? AND state = 'late' AND (surfaced = 0 OR seq = ?) ORDER BY at"
+_FORGET = f"DELETE FROM {TABLE} WHERE thread = ? AND seq < ? AND (state <> 'late' OR surfaced = 1)"
+
+
+class _SqlJournal(ToolJournal):
+    """The journal on a SQL connection; subclasses run statements written with ? placeholders."""
+
+    @abstractmethod
+    async def _execute(self, sql: str, params: Sequence[Any]) -> None: ...
+
+    @abstractmethod
+    async def _fetch(self, sql: str, params: Sequence[Any]) -> list[Sequence[Any]]: ...
+
+    async def record(self, entry: Entry) -> None:
+        result = json.dumps(entry.result) if entry.result is not None else None
+        await self._execute(
+            _UPSERT,
+            (entry.thread, entry.step, entry.call_id, entry.state, entry.seq, result, int(entry.surfaced), time.time()),
+        )
+
+    async def step(self, thread: str, step: str) -> list[Entry]:
+        return [_entry(row) for row in await self._fetch(_STEP, (thread, step))]
+
+    async def late(self, thread: str, seq: int) -> list[Entry]:
+        return [_entry(row) for row in await self._fetch(_LATE, (thread, seq))]
+
+    async def forget(self, thread: str, before_seq: int) -> None:
+        await self._execute(_FORGET, (thread, before_seq))
+
+
+def _entry(row: Sequence[Any]) -> Entry:
+    thread, step, call_id, state, seq, result, surfaced, _ = row
+    return Entry(thread, step, call_id, state, int(seq), json.loads(result) if result else None, bool(surfaced))
+
+
+class SqliteJournal(_SqlJournal):
+    """The journal in the SQLite checkpoint file, on a connection of its own."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    @classmethod
+    async def open(cls, path: str | Path) -> SqliteJournal:
+        """Connect and create the table if needed."""
+        import aiosqlite
+
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        conn = await aiosqlite.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000)
+        await conn.execute("PRAGMA journal_mode=WAL")
+        await conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        # FULL, unlike the checkpointer's NORMAL: a finished write must survive a power cut too,
+        # and there is one commit per tool call, not per token.
+        await conn.execute("PRAGMA synchronous=FULL")
+        await conn.execute(_CREATE)
+        await conn.commit()
+        return cls(conn)
+
+    async def _execute(self, sql: str, params: Sequence[Any]) -> None:
+        await self.conn.execute(sql, params)
+        await self.conn.commit()
+
+    async def _fetch(self, sql: str, params: Sequence[Any]) -> list[Sequence[Any]]:
+        async with self.conn.execute(sql, params) as cursor:
+            return list(await cursor.fetchall())
+
+    async def aclose(self) -> None:
+        await self.conn.close()
+
+
+class PostgresJournal(_SqlJournal):
+    """The journal in the Postgres checkpoint database, on an autocommit connection of its own."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        # One connection serves the loop: statements from concurrent calls take turns.
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, dsn: str) -> PostgresJournal:
+        """Connect and create the table if needed."""
+        import psycopg
+
+        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        # Another process may create the table at the same moment.
+        with contextlib.suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
+            await conn.execute(_CREATE)
+        return cls(conn)
+
+    async def _execute(self, sql: str, params: Sequence[Any]) -> None:
+        async with self._lock:
+            await self.conn.execute(sql.replace("?", "%s"), params)
+
+    async def _fetch(self, sql: str, params: Sequence[Any]) -> list[Sequence[Any]]:
+        async with self._lock:
+            cursor = await self.conn.execute(sql.replace("?", "%s"), params)
+            return list(await cursor.fetchall())
+
+    async def aclose(self) -> None:
+        await self.conn.close()
+
+
+async def open_journal(spec: Any, stack: contextlib.AsyncExitStack) -> ToolJournal:
+    """The journal beside the checkpointer that `spec` names; it closes with the stack."""
+    where = locate(spec)
+    journal: ToolJournal
+    if where.kind == "sqlite":
+        journal = await SqliteJournal.open(where.target or "")
+    elif where.kind == "postgres":
+        journal = await PostgresJournal.open(where.target or "")
+    else:
+        journal = MemoryJournal()
+    stack.push_async_callback(journal.aclose)
+    return journal
+
+
+def step_key(messages: Sequence[Mapping[str, Any]]) -> tuple[str, int]:
+    """The journal key of the tools step answering the last message, and that message's index."""
+    seq = len(messages) - 1
+    calls = json.dumps(messages[-1].get("tool_calls") or [], sort_keys=True, default=str)
+    return f"{seq}:{hashlib.sha256(calls.encode()).hexdigest()[:16]}", seq
+
+
+class StepJournal(CallHooks):
+    """Journals the calls of one tools step and answers the calls a crash left behind."""
+
+    def __init__(self, journal: ToolJournal | None, thread: str, step: str, seq: int) -> None:
+        self.journal = journal
+        self.thread = thread
+        self.step = step
+        self.seq = seq
+        self.outcomes: dict[str, ToolResult] = {}
+        """Answers known in this run, journaled or replayed."""
+
+    async def replay(
+        self, calls: Sequence[CallRequest], tools: Mapping[str, Tool]
+    ) -> tuple[dict[str, ToolResult], list[CallRequest]]:
+        """Answers for calls an earlier run of this step left in the journal, and the calls to run.
+
+        Finished calls get their stored answer. A WRITE call that started and never finished has
+        an unknown outcome: unless its tool is idempotent it is answered as interrupted (and that
+        answer journaled), never silently run again. Everything else runs.
+        """
+        if self.journal is None:
+            return {}, list(calls)
+        await self.journal.forget(self.thread, self.seq)
+        entries = {(e.call_id, e.state): e for e in await self.journal.step(self.thread, self.step)}
+        answered: dict[str, ToolResult] = {}
+        to_run: list[CallRequest] = []
+        for call in calls:
+            done = entries.get((call.id, "finished"))
+            t = tools.get(call.name)
+            if done is not None:
+                answered[call.id] = done.tool_result()
+            elif (call.id, "started") in entries and t is not None and t.kind is ToolKind.WRITE and not t.idempotent:
+                # It did run (cost and all); only its outcome is lost.
+                answered[call.id] = dataclasses.replace(interrupted(call), cost=t.cost)
+                await self.finished(call, answered[call.id])
+            else:
+                to_run.append(call)
+        self.outcomes.update(answered)
+        return answered, to_run
+
+    async def started(self, call: CallRequest, tool: Tool) -> None:
+        if self.journal is not None:
+            await self.journal.record(Entry(self.thread, self.step, call.id, "started", self.seq))
+
+    async def finished(self, call: CallRequest, result: ToolResult) -> None:
+        self.outcomes[call.id] = result
+        if self.journal is not None:
+            await self.journal.record(
+                Entry(self.thread, self.step, call.id, "finished", self.seq, dataclasses.asdict(result))
+            )
+
+    async def late(self, call: CallRequest, result: ToolResult) -> None:
+        if self.journal is None:
+            return
+        try:
+            await self.journal.record(Entry(self.thread, self.step, call.id, "late", self.seq, dataclasses.asdict(result)))
+        except Exception:  # the agent closed meanwhile: nothing is left to report to
+            log.warning("could not journal the late end of tool call %s (%s)", call.id, call.name, exc_info=True)
+
+    async def surface(self) -> list[Entry]:
+        """Late completions to attach to this step's messages; marked as surfaced by this step."""
+        if self.journal is None:
+            return []
+        found = await self.journal.late(self.thread, self.seq)
+        for e in found:
+            if not e.surfaced:
+                await self.journal.record(dataclasses.replace(e, seq=self.seq, surfaced=True))
+        return found
+
+
+def journal_thread(configurable: Mapping[str, Any]) -> str:
+    """The journal's thread key: the thread id, plus the parent namespace inside a subgraph (the
+    node's own namespace segment is left out: it names the task, not the thread)."""
+    thread = str(configurable.get("thread_id", ""))
+    parent = str(configurable.get("checkpoint_ns") or "").rpartition("|")[0]
+    return f"{thread}|{parent}" if parent else thread
