@@ -34,6 +34,7 @@ _EXPORTS = {
     "ScriptedModel": "agent.models",
     "resolve_model": "agent.models",
     "StepLimits": "agent.modes",
+    "ThreadBusy": "agent.errors",
 }
 
 __all__ = sorted(_EXPORTS)

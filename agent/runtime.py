@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from langgraph.types import Command
 
 from agent.checkpoint import open_checkpointer
+from agent.errors import ThreadBusy
 from agent.events import ApprovalRequested, FinalAnswer, ModeDecided, StreamEvent
 from agent.graph import EVENT_SINK, GraphDeps, build_graph, new_turn
 from agent.hooks import FixedMode, Intervention, Mode, ModePolicy
@@ -21,6 +22,7 @@ from agent.ledger import CostLedger, LedgerEntry, PriceTable
 from agent.messages import Message, ModelSettings, Usage
 from agent.models import Model, resolve_model
 from agent.modes import PLAIN_AGENTIC, ModeConfig, StepLimits
+from agent.thread_lease import ThreadLeases, leases_for
 from tools import Tool, Toolkit
 
 T = TypeVar("T")
@@ -94,6 +96,7 @@ class Agent:
         checkpointer: Any = "sqlite",
         prices: PriceTable | None = None,
         name: str = "agent",
+        thread_wait_s: float | None = None,
     ) -> None:
         self.name = name
         self.model = resolve_model(model)
@@ -120,6 +123,9 @@ class Agent:
         self._stacks: dict[asyncio.AbstractEventLoop, contextlib.AsyncExitStack] = {}
         self._open_lock: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
         self._portal: _Portal | None = None
+        # How long a turn waits for another turn of its thread (None: as long as it takes).
+        self.thread_wait_s = thread_wait_s
+        self._leases: ThreadLeases | None = None
 
     @classmethod
     def from_spec(cls, spec: Any, **overrides: Any) -> Agent:
@@ -138,19 +144,28 @@ class Agent:
         lock = self._open_lock.setdefault(loop, asyncio.Lock())
         async with lock:
             if loop not in self._compiled:
+                from agent.journal import JOURNAL_KEY, open_journal
+
                 stack = contextlib.AsyncExitStack()
                 saver = await open_checkpointer(self.checkpointer_spec, stack)
+                # The tool journal sits beside the checkpoints and closes with them.
+                journal = await open_journal(self.checkpointer_spec, stack)
                 self._stacks[loop] = stack
-                self._compiled[loop] = self._graph.compile(checkpointer=saver, name=self.name)
+                compiled = self._graph.compile(checkpointer=saver, name=self.name)
+                self._compiled[loop] = compiled.with_config(configurable={JOURNAL_KEY: journal})
         return self._compiled[loop]
 
     async def aclose(self) -> None:
-        """Close this loop's checkpointer connection and the model."""
+        """Close this loop's checkpointer connection, tool sessions (MCP servers) and the model."""
         loop = asyncio.get_running_loop()
         self._compiled.pop(loop, None)
         stack = self._stacks.pop(loop, None)
         if stack is not None:
             await stack.aclose()
+        # Tools that hold connections (MCP toolsets) name their owner in metadata; close each once.
+        owners = {id(o): o for t in self.tools if (o := t.metadata.get("mcp_toolset")) is not None}
+        for owner in owners.values():
+            await owner.aclose()
 
     def close(self) -> None:
         """Close everything the sync API opened."""
@@ -168,6 +183,12 @@ class Agent:
 
     # --- running --------------------------------------------------------------------------
 
+    def _thread_leases(self) -> ThreadLeases:
+        # Built on first use: by then _graph_for_loop has opened (and so validated) the spec.
+        if self._leases is None:
+            self._leases = leases_for(self.checkpointer_spec, self)
+        return self._leases
+
     async def astream(
         self,
         message: str | Message | list[Message] | None,
@@ -184,8 +205,10 @@ class Agent:
         an approval pause. Pass a RunResult as collect= to have it filled as the run goes (messages,
         ledger, mode, interventions, termination), as ainvoke does.
         """
-        async for event in self._run_turn(message, thread_id, mode, stream_tokens, resume, collect, quiet=False):
-            yield event
+        # Closing this stream early closes the turn at once, which gives its thread back.
+        async with contextlib.aclosing(self._run_turn(message, thread_id, mode, stream_tokens, resume, collect, quiet=False)) as events:
+            async for event in events:
+                yield event
 
     async def _run_turn(
         self,
@@ -200,51 +223,66 @@ class Agent:
     ) -> AsyncIterator[StreamEvent]:
         graph = await self._graph_for_loop()
         thread_id = thread_id or uuid.uuid4().hex
-        configurable: dict[str, Any] = {"thread_id": thread_id, "rein_mode": mode, "rein_stream_tokens": stream_tokens}
-        sink: list[StreamEvent] = []
-        if quiet:
-            # Nobody watches events as they happen: nodes append them to a list instead of
-            # LangGraph's custom stream, which costs a queue hand-off per event.
-            configurable[EVENT_SINK] = sink
-        config = {"configurable": configurable, "recursion_limit": 4 * self.deps.step_limits.agentic + 16}
-        if resume is not None:
-            inputs: Any = Command(resume=resume)
-        elif message is None:
-            inputs = None
-        else:
-            new = _as_messages(message)
-            if collect is not None:
-                collect.messages.extend(new)
-            known = mode or (self.deps.mode_policy.mode if isinstance(self.deps.mode_policy, FixedMode) else None)
-            inputs = {"messages": [m.model_dump() for m in new], "turn": new_turn()}
-            if known:
-                # A forced or fixed mode is decided here, sparing the graph a superstep.
-                decided = ModeDecided(known, "forced" if mode else "fixed")
-                inputs["turn"] = new_turn(known, decided.reason)
-                if collect is not None:
-                    collect.events.append(decided)
-                    collect.mode = known
-                yield decided
-        modes = ["updates"] if quiet else ["custom", "updates"]
-        async for kind, chunk in graph.astream(inputs, config, stream_mode=modes, durability=self._durability):
-            if sink:
-                for queued in sink:
-                    if collect is not None:
-                        collect.events.append(queued)
-                    yield queued
-                sink.clear()
-            if kind == "custom":
-                event = chunk
-            elif "__interrupt__" in chunk:
-                value = chunk["__interrupt__"][0].value
-                event = ApprovalRequested(calls=list(value.get("calls", [])))
+        async with self._thread_leases().hold(thread_id, self.thread_wait_s) as hold:
+            configurable: dict[str, Any] = {"thread_id": thread_id, "rein_mode": mode, "rein_stream_tokens": stream_tokens}
+            sink: list[StreamEvent] = []
+            if quiet:
+                # Nobody watches events as they happen: nodes append them to a list instead of
+                # LangGraph's custom stream, which costs a queue hand-off per event.
+                configurable[EVENT_SINK] = sink
+            config = {"configurable": configurable, "recursion_limit": 4 * self.deps.step_limits.agentic + 16}
+            if resume is not None:
+                inputs: Any = Command(resume=resume)
+            elif message is None:
+                inputs = None
             else:
+                new = _as_messages(message)
                 if collect is not None:
-                    _absorb(collect, chunk)
-                continue
-            if collect is not None:
-                collect.events.append(event)
-            yield event
+                    collect.messages.extend(new)
+                known = mode or (self.deps.mode_policy.mode if isinstance(self.deps.mode_policy, FixedMode) else None)
+                inputs = {"messages": [m.model_dump() for m in new], "turn": new_turn()}
+                if known:
+                    # A forced or fixed mode is decided here, sparing the graph a superstep.
+                    decided = ModeDecided(known, "forced" if mode else "fixed")
+                    inputs["turn"] = new_turn(known, decided.reason)
+                    if collect is not None:
+                        collect.events.append(decided)
+                        collect.mode = known
+                    yield decided
+            modes = ["updates"] if quiet else ["custom", "updates"]
+            stream = graph.astream(inputs, config, stream_mode=modes, durability=self._durability)
+            try:
+                while True:
+                    if hold.lost:
+                        raise ThreadBusy(thread_id, "this turn lost its lease to another process and stopped after its last committed step")
+                    # Tasks the graph starts inherit the mark, so a tool that starts a turn on this
+                    # thread fails at once instead of waiting for itself.
+                    with hold.running():
+                        try:
+                            kind, chunk = await anext(stream)
+                        except StopAsyncIteration:
+                            break
+                    if sink:
+                        for queued in sink:
+                            if collect is not None:
+                                collect.events.append(queued)
+                            yield queued
+                        sink.clear()
+                    if kind == "custom":
+                        event = chunk
+                    elif "__interrupt__" in chunk:
+                        value = chunk["__interrupt__"][0].value
+                        event = ApprovalRequested(calls=list(value.get("calls", [])))
+                    else:
+                        if collect is not None:
+                            _absorb(collect, chunk)
+                        continue
+                    if collect is not None:
+                        collect.events.append(event)
+                    yield event
+            finally:
+                # Close the graph's stream (cancelling what it still runs) before the thread is let go.
+                await stream.aclose()
 
     async def ainvoke(
         self,

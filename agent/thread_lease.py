@@ -1,0 +1,436 @@
+"""One turn at a time per thread, in a process and across processes.
+
+A turn takes, in order, and gives back in reverse:
+
+1. an in-process lock per (database, thread), shared by every event loop and every Agent of the
+   process (the sync API runs on a private loop thread, so a per-loop asyncio.Lock would not do),
+   handed to waiters in arrival order;
+2. for SQLite, a lease row in the checkpoint database, renewed by a heartbeat; for Postgres, an
+   advisory lock held by a dedicated connection. Memory and custom savers get the lock of step 1
+   only: rein cannot reach their storage from another process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import contextvars
+import hashlib
+import logging
+import os
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Hashable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from agent.checkpoint import BUSY_TIMEOUT_MS, locate
+from agent.errors import ThreadBusy
+
+log = logging.getLogger("rein.threads")
+
+LEASE_TTL_S = 30.0
+"""How long a lease outlives its last heartbeat; the holder renews it every third of that."""
+POLL_S = (0.01, 0.25)
+"""First and longest pause between tries for a thread that another process holds."""
+LEASE_TABLE = "rein_thread_leases"
+
+# (key, token) pairs of the turns whose graph is running in this context: a tool that starts a
+# turn on its own thread would wait for itself forever, so it gets ThreadBusy at once instead.
+_RUNNING: contextvars.ContextVar[tuple[tuple[Hashable, object], ...]] = contextvars.ContextVar(
+    "rein_running_threads", default=()
+)
+
+
+# --- in-process ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Waiter:
+    loop: asyncio.AbstractEventLoop
+    woken: asyncio.Future[None]
+    token: object
+
+
+@dataclass
+class _Slot:
+    owner: object | None = None
+    waiters: collections.deque[_Waiter] = field(default_factory=collections.deque)
+
+
+class LocalLocks:
+    """Per-key locks shared by every event loop and OS thread of a process, handed over in arrival order.
+
+    Ownership changes only under one threading lock; the future a waiter awaits is just its wake-up
+    call, so a waiter that times out or is cancelled at the moment of the hand-over still finds out
+    whether it became the owner.
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._slots: dict[Hashable, _Slot] = {}
+
+    def owner(self, key: Hashable) -> object | None:
+        """The token that holds key, if any."""
+        with self._mutex:
+            slot = self._slots.get(key)
+            return None if slot is None else slot.owner
+
+    async def acquire(self, key: Hashable, deadline: float | None) -> object | None:
+        """A token once key is ours; None when the deadline (time.monotonic) passed first."""
+        token = object()
+        loop = asyncio.get_running_loop()
+        with self._mutex:
+            slot = self._slots.setdefault(key, _Slot())
+            if slot.owner is None:
+                slot.owner = token
+                return token
+            if deadline is not None and deadline <= time.monotonic():
+                return None
+            waiter = _Waiter(loop, loop.create_future(), token)
+            slot.waiters.append(waiter)
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            await asyncio.wait_for(waiter.woken, timeout)
+            return token
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            with self._mutex:
+                won = slot.owner is token
+                if not won:
+                    slot.waiters.remove(waiter)
+            if isinstance(exc, TimeoutError):
+                return token if won else None
+            if won:
+                self.release(key, token)
+            raise
+
+    def release(self, key: Hashable, token: object) -> None:
+        """Give key to the next live waiter, or free it."""
+        with self._mutex:
+            slot = self._slots.get(key)
+            if slot is None or slot.owner is not token:
+                return
+            while slot.waiters:
+                waiter = slot.waiters.popleft()
+                slot.owner = waiter.token
+                try:
+                    waiter.loop.call_soon_threadsafe(_wake, waiter.woken)
+                except RuntimeError:  # its loop is closed: nobody waits there any more
+                    continue
+                return
+            slot.owner = None
+            del self._slots[key]
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+LOCAL = LocalLocks()
+"""The process's thread locks."""
+
+
+# --- across processes ---------------------------------------------------------------------
+
+
+class RemoteLeases(Protocol):
+    """A lock on a thread that other processes respect."""
+
+    ttl_s: float
+
+    async def acquire(self, thread_id: str, deadline: float | None) -> Any:
+        """A handle once the thread is ours; _Busy when the deadline passed first."""
+
+    async def renew(self, handle: Any) -> bool:
+        """Extend the hold; False when it was lost (taken over, connection gone)."""
+
+    async def release(self, handle: Any) -> None:
+        """Give the thread back."""
+
+
+class _Busy(Exception):
+    """The deadline passed while another process held the thread; the argument says who."""
+
+
+async def _poll(deadline: float | None, attempt: Any) -> Any:
+    """Call attempt() until it returns a handle; between tries, back off up to POLL_S[1]."""
+    pause = POLL_S[0]
+    while True:
+        handle, holder = await attempt()
+        if handle is not None:
+            return handle
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise _Busy(holder or "another process holds it")
+        await asyncio.sleep(pause if left is None else min(pause, left))
+        pause = min(pause * 2, POLL_S[1])
+
+
+def host_id() -> str:
+    """This machine and pid namespace: a pid is only meaningful (alive or dead) within both."""
+    name = socket.gethostname()
+    with contextlib.suppress(OSError):
+        return f"{name} {os.readlink('/proc/self/ns/pid')}"
+    return name
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host runs under pid (a zombie counts as dead)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError, IndexError):
+        # A SIGKILLed child stays a zombie until its parent reaps it; it runs nothing.
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
+class SqliteLeases:
+    """Lease rows in the checkpoint database, taken with BEGIN IMMEDIATE so two processes never
+    both see the thread free.
+
+    A lease is taken over when it expired (no heartbeat for ttl_s) or when its owner ran on this
+    host and its pid is dead, so a killed process's thread can be continued at once.
+    """
+
+    def __init__(self, path: str, ttl_s: float = LEASE_TTL_S) -> None:
+        self.path = path
+        self.ttl_s = ttl_s
+        self.host = host_id()
+        self._mutex = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._conn_pid = 0
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        # One connection, kept open (opening a database costs more than a lease write), used by
+        # one worker thread at a time; a forked child opens its own.
+        with self._mutex:
+            if self._conn is None or self._conn_pid != os.getpid():
+                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {LEASE_TABLE} (thread_id TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+                    "pid INTEGER NOT NULL, host TEXT NOT NULL, expires_at REAL NOT NULL)"
+                )
+                self._conn, self._conn_pid = conn, os.getpid()
+            try:
+                yield self._conn
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.rollback()
+                raise
+
+    def take(self, thread_id: str, owner: str) -> str | None:
+        """Take the lease for owner; None on success, else who holds it."""
+        with self._connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                f"SELECT pid, host, expires_at FROM {LEASE_TABLE} WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+            now = time.time()
+            if row is not None:
+                pid, host, expires_at = row
+                dead = host == self.host and not pid_alive(pid)
+                if expires_at > now and not dead:
+                    conn.execute("ROLLBACK")
+                    return f"pid {pid} on {host} holds its lease"
+                why = "its pid is dead" if dead else f"it expired {now - expires_at:.1f} s ago"
+                log.info("taking over the lease of thread %r from pid %s on %s: %s", thread_id, pid, host, why)
+            conn.execute(
+                f"INSERT OR REPLACE INTO {LEASE_TABLE} VALUES (?, ?, ?, ?, ?)",
+                (thread_id, owner, os.getpid(), self.host, now + self.ttl_s),
+            )
+            conn.execute("COMMIT")
+            return None
+
+    def extend(self, thread_id: str, owner: str) -> bool:
+        """Push the expiry on; False when the row is no longer owner's."""
+        with self._connection() as conn:
+            cur = conn.execute(
+                f"UPDATE {LEASE_TABLE} SET expires_at = ? WHERE thread_id = ? AND owner = ?",
+                (time.time() + self.ttl_s, thread_id, owner),
+            )
+            return cur.rowcount == 1
+
+    def drop(self, thread_id: str, owner: str) -> None:
+        """Delete owner's lease row."""
+        with self._connection() as conn:
+            conn.execute(f"DELETE FROM {LEASE_TABLE} WHERE thread_id = ? AND owner = ?", (thread_id, owner))
+
+    async def acquire(self, thread_id: str, deadline: float | None) -> tuple[str, str]:
+        owner = uuid.uuid4().hex
+
+        async def attempt() -> tuple[tuple[str, str] | None, str | None]:
+            take = asyncio.ensure_future(asyncio.to_thread(self.take, thread_id, owner))
+            try:
+                holder = await asyncio.shield(take)
+            except asyncio.CancelledError:
+                # The row may be written already; a cancelled turn must not keep it.
+                with contextlib.suppress(Exception):
+                    if await take is None:
+                        await asyncio.to_thread(self.drop, thread_id, owner)
+                raise
+            return ((thread_id, owner), None) if holder is None else (None, holder)
+
+        return await _poll(deadline, attempt)
+
+    async def renew(self, handle: tuple[str, str]) -> bool:
+        return await asyncio.to_thread(self.extend, *handle)
+
+    async def release(self, handle: tuple[str, str]) -> None:
+        await asyncio.to_thread(self.drop, *handle)
+
+
+def advisory_key(thread_id: str) -> int:
+    """The signed 64-bit advisory-lock key of a thread (a collision only serializes two threads)."""
+    digest = hashlib.blake2b(b"rein-thread\0" + thread_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class PostgresLeases:
+    """A session advisory lock per thread, on a connection opened for the turn.
+
+    Postgres drops the lock with the session, so a killed process frees its threads as soon as
+    the server sees its connection close; the heartbeat only checks that the session is alive.
+    """
+
+    def __init__(self, dsn: str, ttl_s: float = LEASE_TTL_S) -> None:
+        self.dsn = dsn
+        self.ttl_s = ttl_s
+
+    async def acquire(self, thread_id: str, deadline: float | None) -> Any:
+        import psycopg
+
+        conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+        key = advisory_key(thread_id)
+
+        async def attempt() -> tuple[Any, str | None]:
+            cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+            row = await cur.fetchone()
+            return (conn, None) if row and row[0] else (None, "another session holds its advisory lock")
+
+        try:
+            return await _poll(deadline, attempt)
+        except BaseException:
+            await conn.close()
+            raise
+
+    async def renew(self, handle: Any) -> bool:
+        import psycopg
+
+        try:
+            await handle.execute("SELECT 1")
+        except psycopg.OperationalError:
+            return False  # the session is gone, and its lock with it
+        return True
+
+    async def release(self, handle: Any) -> None:
+        await handle.close()  # ends the session, which frees its advisory locks
+
+
+# --- both together ------------------------------------------------------------------------
+
+
+@dataclass
+class Hold:
+    """One turn's hold on its thread."""
+
+    key: Hashable
+    """The in-process lock key: (database scope, thread id)."""
+    token: object
+    """This hold's in-process lock token."""
+    lost: bool = False
+    """True once the heartbeat found the cross-process lease taken over or its connection gone."""
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Mark the graph as running for this thread in the current context (tasks it starts inherit it)."""
+        mark = _RUNNING.set((*_RUNNING.get(), (self.key, self.token)))
+        try:
+            yield
+        finally:
+            _RUNNING.reset(mark)
+
+
+class ThreadLeases:
+    """What keeps one turn at a time per thread, for one checkpointer spec."""
+
+    def __init__(self, scope: Hashable, remote: RemoteLeases | None, locks: LocalLocks = LOCAL) -> None:
+        self.scope = scope
+        self.remote = remote
+        self.locks = locks
+
+    @contextlib.asynccontextmanager
+    async def hold(self, thread_id: str, wait_s: float | None) -> AsyncIterator[Hold]:
+        """Hold thread_id for a turn, waiting up to wait_s (None: as long as it takes)."""
+        key = (self.scope, thread_id)
+        if any(k == key and self.locks.owner(k) is t for k, t in _RUNNING.get()):
+            raise ThreadBusy(thread_id, "a turn of this thread started it; a turn cannot wait for itself")
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+        token = await self.locks.acquire(key, deadline)
+        if token is None:
+            raise ThreadBusy(thread_id, f"another turn of this process holds it (waited {wait_s:g} s)")
+        hold = Hold(key, token)
+        handle: Any = None
+        beat: asyncio.Task[None] | None = None
+        try:
+            if self.remote is not None:
+                try:
+                    handle = await self.remote.acquire(thread_id, deadline)
+                except _Busy as busy:
+                    raise ThreadBusy(thread_id, f"{busy} (waited {wait_s:g} s)") from None
+                beat = asyncio.create_task(self._heartbeat(thread_id, hold, handle))
+            yield hold
+        finally:
+            try:
+                if beat is not None:
+                    beat.cancel()
+                if handle is not None and self.remote is not None:
+                    try:
+                        await asyncio.shield(self.remote.release(handle))
+                    except Exception:
+                        log.warning("could not release the lease of thread %r; it expires by itself", thread_id, exc_info=True)
+            finally:
+                self.locks.release(key, token)
+
+    async def _heartbeat(self, thread_id: str, hold: Hold, handle: Any) -> None:
+        assert self.remote is not None
+        while True:
+            await asyncio.sleep(self.remote.ttl_s / 3)
+            try:
+                if not await self.remote.renew(handle):
+                    hold.lost = True
+                    log.warning("thread %r: this turn lost its lease to another process", thread_id)
+                    return
+            except Exception:
+                log.warning("thread %r: could not renew the lease; trying again", thread_id, exc_info=True)
+
+
+def leases_for(spec: Any, user: object, ttl_s: float = LEASE_TTL_S) -> ThreadLeases:
+    """The thread leases for a checkpointer spec (see open_checkpointer) used by user (an Agent)."""
+    where = locate(spec)
+    if where.kind == "sqlite":
+        path = os.path.realpath(where.target or "")
+        return ThreadLeases(("sqlite", path), SqliteLeases(path, ttl_s))
+    if where.kind == "postgres":
+        return ThreadLeases(("postgres", where.target), PostgresLeases(where.target or "", ttl_s))
+    if where.kind == "custom":
+        # Agents that share one saver object share its threads; other processes are out of reach.
+        return ThreadLeases(("saver", id(spec)), None)
+    # Each Agent's memory savers are its own: serialize within the Agent. The scope is a pure
+    # function of the Agent, so two loops that build it at once get the same one.
+    return ThreadLeases(("memory", id(user)), None)
+
