@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from pg_cluster import postgres_url  # noqa: F401  (a session fixture for every test)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
