@@ -1,11 +1,26 @@
-"""Scoring a detector on labeled turns: precision and recall per error type, false activations."""
+"""Scoring a detector on labeled turns: precision and recall per error type, false activations.
+
+    python -m interventions.detector_eval      # the shipped detector on the test split of dialogues.jsonl
+
+The command scores every user turn of the test dialogues (tasks and phrasings disjoint from
+training and validation) and writes interventions/data/detector_metrics.json and a markdown table.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from interventions.error_map import NO_ERROR
+
+if TYPE_CHECKING:
+    from interventions.dialogues import ContextTurn, LabeledDialogue
+    from interventions.offline import OfflineDetector
+
+DEFAULT_METRICS_PATH = Path(__file__).resolve().parent / "data" / "detector_metrics.json"
+"""The shipped detector's test-split metrics (written by python -m interventions.detector_eval)."""
 
 
 @dataclass
@@ -112,3 +127,121 @@ def score(gold: Sequence[str], predicted: Sequence[str], labels: Sequence[str], 
     right = sum(category.get(g) == category.get(p) for g, p in true_flags)
     report.category_accuracy = right / len(true_flags) if true_flags else 0.0
     return report
+
+
+SEEN = ("vague_reference", "ambiguous_interpretation", "unsupported_operation", "unsupported_parameter")
+"""Error types the paper's ReIn prompt was designed with; the others (contradiction, unsupported
+domain) are its unseen types (the same split as scenarios.recovery_suite)."""
+
+
+def _rate(k: int, n: int) -> str:
+    return f"{k / n:.1%} ({k}/{n})" if n else "–"
+
+
+def evaluate_dialogues(dialogues: list[LabeledDialogue], detector: OfflineDetector) -> dict[str, Any]:
+    """Turn scores, activation at the error turn and false activations of a detector on dialogues."""
+    from interventions.dialogues import context_turns
+    from interventions.error_map import load_error_map
+
+    rows = context_turns(dialogues)
+    found = detector.classify_turns([r.text for r in rows], [r.history for r in rows])
+    predicted = [d.error_type for d in found]
+    emap = load_error_map()
+    names = [NO_ERROR, *emap.labels]
+    categories = {n: emap.category_of(n) for n in emap.labels}
+    report = score([r.label for r in rows], predicted, names, categories)
+    by_dialogue: dict[str, list[tuple[ContextTurn, str]]] = {}
+    for r, p in zip(rows, predicted, strict=True):
+        by_dialogue.setdefault(r.dialogue, []).append((r, p))
+    at_error: dict[str, list[int]] = {}
+    first_at_error: dict[str, list[int]] = {}
+    controls = [0, 0]
+    for d in dialogues:
+        turns = by_dialogue[d.id]
+        if d.is_control:
+            controls[0] += any(p != NO_ERROR for _, p in turns)
+            controls[1] += 1
+            continue
+        target_fired = turns[-1][1] != NO_ERROR
+        early = any(p != NO_ERROR for _, p in turns[:-1])
+        group = "seen" if d.label in SEEN else "unseen"
+        for key in (d.position, group, d.label, "all"):
+            at_error.setdefault(key, []).append(int(target_fired))
+            first_at_error.setdefault(key, []).append(int(target_fired and not early))
+    clean_kinds: dict[str, list[int]] = {}
+    for r, p in zip(rows, predicted, strict=True):
+        if r.label == NO_ERROR:
+            clean_kinds.setdefault(r.kind, []).append(int(p != NO_ERROR))
+    split_scores = {}
+    for group, types in (("seen", SEEN), ("unseen", tuple(t for t in emap.labels if t not in SEEN))):
+        idx = [i for i, r in enumerate(rows) if r.label in types]
+        caught = sum(predicted[i] != NO_ERROR for i in idx)
+        flagged_as = [i for i, p in enumerate(predicted) if p in types]
+        split_scores[group] = {
+            "turns": len(idx), "detected": caught, "right_type": sum(predicted[i] == rows[i].label for i in idx),
+            "type_precision": round(sum(rows[i].label == predicted[i] for i in flagged_as) / len(flagged_as), 4) if flagged_as else 0.0,
+        }
+    return {
+        "threshold": detector.threshold,
+        "turns": report.as_dict(),
+        "seen_unseen": split_scores,
+        "activation_at_error_turn": {k: [sum(v), len(v)] for k, v in at_error.items()},
+        "first_activation_at_error_turn": {k: [sum(v), len(v)] for k, v in first_at_error.items()},
+        "false_activations_by_kind": {k: [sum(v), len(v)] for k, v in sorted(clean_kinds.items())},
+        "control_dialogues_with_activation": controls,
+        "markdown": _markdown(report, split_scores, at_error, first_at_error, clean_kinds, controls, detector.threshold),
+    }
+
+
+def _markdown(report: DetectorReport, split_scores: dict[str, dict[str, Any]], at_error: dict[str, list[int]],
+              first: dict[str, list[int]], kinds: dict[str, list[int]], controls: list[int], threshold: float) -> str:
+    lines = [f"Threshold {threshold:.2f}.", "", report.markdown(), "",
+             "| error types | turns | detected (any type) | right type | type precision |", "|---|---:|---:|---:|---:|"]
+    for group, s in split_scores.items():
+        lines.append(f"| {group} | {s['turns']} | {_rate(s['detected'], s['turns'])} | {_rate(s['right_type'], s['turns'])} | {s['type_precision']:.2f} |")
+    lines += ["", "| error dialogues | activated at the error turn | first activation at the error turn |", "|---|---:|---:|"]
+    order = ["opening", "after_identification", "after_read", "after_clarify", "seen", "unseen", "all"]
+    for key in order:
+        if key in at_error:
+            lines.append(f"| {key} | {_rate(sum(at_error[key]), len(at_error[key]))} | {_rate(sum(first[key]), len(first[key]))} |")
+    lines += ["", "| error-free turns | false activations |", "|---|---:|"]
+    for kind, v in sorted(kinds.items()):
+        lines.append(f"| {kind} | {_rate(sum(v), len(v))} |")
+    lines += ["", f"Control dialogues (no error in any turn) with an activation: {_rate(controls[0], controls[1])}."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+    import sys
+
+    from agent.errors import UserFacingError
+    from interventions.dialogues import DIALOGUES_PATH, read_dialogues
+    from interventions.offline import OfflineDetector
+
+    parser = argparse.ArgumentParser(prog="python -m interventions.detector_eval", description="Score the offline detector on the test dialogues.")
+    parser.add_argument("--dataset", type=Path, default=DIALOGUES_PATH, help="labeled dialogues JSONL")
+    parser.add_argument("--detector", type=Path, default=None, help="classifier .npz (default: the shipped one)")
+    parser.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    parser.add_argument("--threshold", type=float, default=None, help="error probability needed to activate (default: the stored one)")
+    parser.add_argument("--metrics", type=Path, default=None, help="write metrics JSON here (default for the test split: interventions/data/detector_metrics.json)")
+    args = parser.parse_args(argv)
+    try:
+        dialogues = [d for d in read_dialogues(args.dataset) if d.split == args.split]
+        if not dialogues:
+            raise UserFacingError(f"{args.dataset} has no {args.split} dialogues")
+        result = evaluate_dialogues(dialogues, OfflineDetector(args.detector, threshold=args.threshold))
+    except UserFacingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(result["markdown"])
+    metrics = args.metrics or (DEFAULT_METRICS_PATH if args.split == "test" and args.dataset == DIALOGUES_PATH else None)
+    if metrics is not None:
+        body = {k: v for k, v in result.items() if k != "markdown"} | {"split": args.split, "dialogues": len(dialogues)}
+        metrics.write_text(json.dumps(body, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -13,13 +13,16 @@ from agent.models import ScriptedModel, reply
 from agent.runtime import Agent
 from interventions import ReInIntervention, with_recovery_tools
 from interventions.classifier import TrainConfig, TurnClassifier, train_classifier
+from interventions.dialogues import DIALOGUES_PATH, context_turns, read_dialogues
 from interventions.offline import (
     DEFAULT_DETECTOR_PATH,
     FEATURE_BLOCKS,
     OfflineDetector,
+    decide,
+    request_part,
     surface_cues,
 )
-from interventions.turns import DATASET_PATH, read_turns
+from interventions.train_detector import choose_threshold
 
 
 def tool_loop(agent: Agent) -> Agent:
@@ -77,49 +80,93 @@ def test_surface_cues() -> None:
     assert surface_cues("do it but don't change it")[2] > 0
 
 
+@pytest.mark.parametrize(
+    ("turn", "expected"),
+    [
+        ("Hi, user ID mia_li_3668.", ""),
+        ("Hi there, Yusuf, zip code 19122.", ""),
+        ("Hello, this is Mohamed Silva. User ID: mohamed_silva_9265.", ""),
+        ("My email is yusuf.rossi@example.com.", ""),
+        ("Thank you!", ""),
+        ("Hi, I'm Mei Davis, zip code 80217, please cancel order #W2890441.", "please cancel order #W2890441."),
+        ("Hi, I'm Mei Kovacs, zip code 28236. I need to return the one from before.", "I need to return the one from before."),
+        ("Cancel.", "Cancel."),
+        ("Yes, please go ahead.", "please go ahead."),
+    ],
+)
+def test_request_part_drops_only_greeting_identity_and_thanks(turn: str, expected: str) -> None:
+    assert request_part(turn) == expected
+
+
+def test_threshold_rule_meets_the_false_activation_budget() -> None:
+    clean = [0.1] * 90 + [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.97, 0.99]
+    t = choose_threshold(clean, budget=0.05)
+    assert t == 0.81  # flags 0.85, 0.9, 0.95, 0.97, 0.99: 5 of 100
+    assert sum(p >= t for p in clean) / len(clean) <= 0.05
+    assert sum(p >= round(t - 0.01, 2) for p in clean) / len(clean) > 0.05  # the lowest that fits
+    assert choose_threshold([1.0] * 10, budget=0.05) == 0.99  # none fits: the strictest
+    assert choose_threshold([], budget=0.05) == 0.30
+    assert decide(0.99, False, 0.5) is False and decide(0.5, True, 0.5) is True
+
+
 def test_shipped_detector_file_is_small_and_described() -> None:
     assert DEFAULT_DETECTOR_PATH.stat().st_size < 200_000
     clf = TurnClassifier.load(DEFAULT_DETECTOR_PATH)
     assert clf.labels[0] == "none" and len(clf.labels) == 7
     assert clf.meta["features"] == list(FEATURE_BLOCKS)
-    assert clf.input_dim == 384 * 2 + 4
-    assert 0.5 <= clf.meta["threshold"] <= 1.0
+    assert clf.input_dim == 384 * 3 + 8
+    assert clf.meta["false_activation_budget"] == 0.05
+    chosen = clf.meta["chosen_on_validation"]
+    assert chosen["threshold"] == clf.meta["threshold"] and chosen["val_false_activations"] <= 0.05
     metrics = json.loads((DEFAULT_DETECTOR_PATH.parent / "detector_metrics.json").read_text())
-    assert metrics["held_out"]["rows"] == sum(1 for r in read_turns(DATASET_PATH) if r.split == "test")
+    test_turns = context_turns([d for d in read_dialogues(DIALOGUES_PATH) if d.split == "test"])
+    assert metrics["split"] == "test" and metrics["turns"]["rows"] == len(test_turns)
+    assert metrics["threshold"] == clf.meta["threshold"]
 
 
 @pytest.mark.slow
-def test_shipped_detector_on_clear_cases_and_inside_rein() -> None:
+def test_shipped_detector_in_context_and_inside_rein() -> None:
     detector = OfflineDetector()
-    found = detector.classify(
+    greet = [("assistant", "Hi! How can I help you today?")]
+    identified = [*greet, ("user", "Hi, I'm Mei Davis, zip code 80217."), ("assistant", "Thanks, Mei. I found your account. What can I do for you?")]
+    found = detector.classify_turns(
         [
-            "Can you book me a hotel room in Paris for next weekend?",
-            "Please cancel order #W2378156, I no longer need it.",
+            "Hi, user ID mia_li_3668.",
+            "Hi there, Yusuf, zip code 19122.",
             "Yes, please go ahead.",
+            "What is the weather in Paris tomorrow?",
+            "Hi, I'm Yusuf Rossi, zip code 19122. Can you sell me a car?",
+            "Please cancel order #W2890441, but make sure it still ships to me this week.",
         ],
-        ["", "", "Shall I cancel order #W2378156 now? Please confirm (yes/no)."],
+        [greet, greet, [*identified, ("assistant", "Shall I cancel order #W2890441 now? Please confirm (yes/no).")], greet, [], identified],
     )
-    assert [d.error_type for d in found] == ["unsupported_domain", "none", "none"]
-    assert found[0].confidence >= detector.threshold and set(found[0].scores) == set(detector.classifier.labels)
+    assert [d.is_error for d in found] == [False, False, False, True, True, True]
+    assert found[3].error_type == "unsupported_domain" and found[3].confidence >= detector.threshold
+    assert set(found[3].scores) == set(detector.classifier.labels)
 
-    model = ScriptedModel([reply("I can only help with orders."), reply("Sure.")])
+    model = ScriptedModel([reply("Thanks, I found you. What can I do?"), reply("I can only help with orders.")])
     agent = tool_loop(Agent(model, with_recovery_tools([]), "Retail agent.", interventions=[ReInIntervention()], checkpointer="memory"))
-    planted = agent.invoke("Can you book me a hotel room in Paris for next weekend?", "t")
-    clean = agent.invoke("Thanks, that's all.", "t")
+    clean = agent.invoke("Hi, user ID mia_li_3668.", "t")
+    planted = agent.invoke("What is the weather in Paris tomorrow?", "t")
     agent.close()
+    assert not clean.interventions[0]["activated"]
     assert planted.interventions[0]["error_type"] == "unsupported_domain"
     assert planted.interventions[0]["detector"] == "offline"
-    assert model.requests[0].messages[2].tool_calls[0].name == "think"
-    assert not clean.interventions[0]["activated"]
+    planted_calls = [tc.name for m in model.requests[1].messages for tc in m.tool_calls]
+    assert planted_calls == ["think"]
+    assert not [tc for m in model.requests[0].messages for tc in m.tool_calls]
 
 
 @pytest.mark.slow
-def test_shipped_detector_keeps_its_held_out_quality_on_a_sample() -> None:
-    rows = [r for r in read_turns(DATASET_PATH) if r.split == "test"][::6]
-    found = OfflineDetector().classify([r.text for r in rows], [r.context for r in rows])
-    errors = [(r.label, d.error_type) for r, d in zip(rows, found, strict=True) if r.label != "none"]
+def test_shipped_detector_keeps_its_test_quality_on_a_sample() -> None:
+    dialogues = [d for d in read_dialogues(DIALOGUES_PATH) if d.split == "test"][::5]
+    rows = context_turns(dialogues)
+    found = OfflineDetector().classify_turns([r.text for r in rows], [r.history for r in rows])
+    errors = [d.error_type for r, d in zip(rows, found, strict=True) if r.label != "none"]
     clean = [d.error_type for r, d in zip(rows, found, strict=True) if r.label == "none"]
-    recall = sum(p != "none" for _, p in errors) / len(errors)
+    identity = [d.error_type for r, d in zip(rows, found, strict=True) if r.kind in ("identity", "greeting")]
+    recall = sum(p != "none" for p in errors) / len(errors)
     false_activations = sum(p != "none" for p in clean) / len(clean)
-    # Floors well under the documented held-out numbers (recall 0.68, false activations 14.6%).
-    assert recall >= 0.5 and false_activations <= 0.3
+    # Floors under the documented test numbers (docs/rein.md, "Test-split precision and recall").
+    assert recall >= 0.3 and false_activations <= 0.08
+    assert identity and all(p == "none" for p in identity)

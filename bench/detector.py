@@ -1,0 +1,82 @@
+"""The offline ReIn detector: latency per turn, and its activations on the recovery suite.
+
+    python bench/detector.py                  # latency (p50/p95 over test turns) + recovery-suite check
+    python bench/detector.py --no-suite       # latency only
+
+Latency: each test-split user turn of interventions/data/dialogues.jsonl is classified alone, in
+its context, with the embedding cache cleared first (a cold turn: two MiniLM passes and the
+linear head), after one warm-up call that loads the encoder.
+
+Recovery-suite check: every dialogue of scenarios/recovery/suite.yaml is replayed with its own
+gold agent script (no model) and ReIn with the offline detector; the suite's report then counts
+activations at the error turn and on controls. The detector was neither trained nor tuned on the
+suite; this is a downstream check only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from interventions.dialogues import context_turns, read_dialogues  # noqa: E402
+from interventions.offline import OfflineDetector  # noqa: E402
+
+
+def latency(detector: OfflineDetector, limit: int) -> dict[str, float]:
+    """p50/p95/max milliseconds per cold turn."""
+    import agent.embeddings as embeddings
+
+    rows = context_turns([d for d in read_dialogues() if d.split == "test"])[:limit]
+    detector.classify_turns(["warm up"], [[]])
+    times = []
+    for r in rows:
+        embeddings._cache.clear()  # a cold turn: no cached embedding of its text or context
+        start = time.perf_counter()
+        detector.classify_turns([r.text], [r.history])
+        times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    return {"turns": len(times), "p50_ms": round(statistics.median(times), 1),
+            "p95_ms": round(times[int(0.95 * (len(times) - 1))], 1), "max_ms": round(times[-1], 1)}
+
+
+async def suite_check(detector: OfflineDetector) -> str:
+    """The recovery report's activation lines for ReIn (offline) over the suite's scripted dialogues."""
+    from interventions import ReInIntervention
+    from scenarios.loading import load_scenarios
+    from scenarios.orchestrator import RunOptions, script_model
+    from scenarios.recovery.report import summarize_arm
+    from scenarios.recovery_suite import SUITE_PATH
+    from scenarios.runner import run_batch
+
+    suite = load_scenarios(SUITE_PATH)
+    options = RunOptions(model=script_model, interventions=lambda: [ReInIntervention(detector=detector)])
+    with tempfile.TemporaryDirectory() as out:
+        result = await run_batch(suite, options, Path(out), progress=False)
+    arm = summarize_arm("rein", result.records)
+    return (f"Recovery suite ({len(suite)} dialogues, gold scripts, no model): activated at the error turn "
+            f"{arm.activation.cell()}, right type {arm.right_type.cell()}, right recovery tool {arm.right_tool.cell()}; "
+            f"controls with an activation {arm.false_activation.cell()}.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--turns", type=int, default=200, help="test turns timed")
+    parser.add_argument("--no-suite", action="store_true", help="skip the recovery-suite check")
+    args = parser.parse_args(argv)
+    detector = OfflineDetector()
+    print(f"Latency per turn (cold, CPU): {latency(detector, args.turns)}")
+    if not args.no_suite:
+        print(asyncio.run(suite_check(detector)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
