@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch is pinned to the CPU build first, so nothing later can pull a multi-GB CUDA build.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,qwen-1.5b,mcp]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,qwen-1.5b,mcp,otel,ray]'
 	touch $(STAMP)
 
 demo: $(STAMP)

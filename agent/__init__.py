@@ -1,4 +1,5 @@
-"""rein's runtime: models, the LangGraph agent, persistence, streaming and the CLI.
+"""rein's runtime: models, the LangGraph agent, persistence and streaming. The command line
+(agent.cli) and the server (agent.server) sit on top of it; see docs/architecture.md.
 
 Names are imported on first use, so `import agent` (and `rein --help`) stay fast and never load
 torch, chromadb or llama.cpp.

@@ -6,7 +6,8 @@ reasoning there, the mode slot picks instant / reasoning / agentic, the model no
 model, the tools node answers every tool call (pausing for approval where a tool needs it, and journaling
 each answer so a crash never runs a finished call twice, see agent/journal.py). A model answer
 without tool calls ends the turn (agent_stop); `finish` ends turns that stop early (max_steps,
-model_error, too_many_errors, tool_error) with their reason. Messages live in the state as plain dicts so checkpoints stay
+model_error, too_many_errors, tool_error, or a tool result's `end_turn`, such as environment_done
+when a tool's environment ended its episode) with their reason. Messages live in the state as plain dicts so checkpoints stay
 small and readable.
 """
 
@@ -24,6 +25,7 @@ from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
+from agent import tracing
 from agent.events import (
     FinalAnswer,
     InterventionApplied,
@@ -177,7 +179,10 @@ def build_graph(deps: GraphDeps) -> StateGraph:
         suffix: list[str] = []
         for intervention in deps.interventions:
             started = time.perf_counter()
-            plant = await intervention.before_turn(ctx)
+            with tracing.intervention(intervention.name, turn) as span:
+                plant = await intervention.before_turn(ctx)
+                if span is not None:
+                    tracing.intervened(span, plant and plant.text, plant and plant.via, plant.record if plant else {})
             record = {
                 "name": intervention.name,
                 "turn": turn,
@@ -204,12 +209,14 @@ def build_graph(deps: GraphDeps) -> StateGraph:
     async def choose_mode(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         forced = _cfg(config, "rein_mode")
         ledger = CostLedger()
-        if forced:
-            decision = ModeDecision(forced, reason="forced")
-        elif isinstance(deps.mode_policy, FixedMode):
-            decision = ModeDecision(deps.mode_policy.mode, reason="fixed")
-        else:
-            decision = await deps.mode_policy.decide(context(state, ledger))
+        with tracing.mode_span() as span:
+            if forced:
+                decision = ModeDecision(forced, reason="forced")
+            elif isinstance(deps.mode_policy, FixedMode):
+                decision = ModeDecision(deps.mode_policy.mode, reason="fixed")
+            else:
+                decision = await deps.mode_policy.decide(context(state, ledger))
+            tracing.mode_chosen(span, decision.mode, decision.reason, decision.scores)
         _emitter(config)(ModeDecided(decision.mode, decision.reason, decision.scores))
         update = _with(state, mode=decision.mode, mode_reason=decision.reason, mode_scores=decision.scores)
         if ledger.entries:
@@ -234,11 +241,14 @@ def build_graph(deps: GraphDeps) -> StateGraph:
         request = step.request
         writer = _emitter(config)
         stream = writer if _cfg(config, "rein_stream_tokens") else None
-        try:
-            # Intermediate steps (reasoning, plan, summary) stream as reasoning, not answer text.
-            response = await _request(deps.model, request, stream, as_reasoning=step.kind in ("reason", "plan", "summary"))
-        except Exception as exc:  # any adapter failure ends the turn with a typed reason
-            return _with(state, termination="model_error", error=f"{type(exc).__name__}: {exc}", steps=steps + 1)
+        with tracing.chat(deps.model.name, request, _cfg(config, "thread_id"), step.kind) as span:
+            try:
+                # Intermediate steps (reasoning, plan, summary) stream as reasoning, not answer text.
+                response = await _request(deps.model, request, stream, as_reasoning=step.kind in ("reason", "plan", "summary"))
+            except Exception as exc:  # any adapter failure ends the turn with a typed reason
+                tracing.failed(span, exc)
+                return _with(state, termination="model_error", error=f"{type(exc).__name__}: {exc}", steps=steps + 1)
+            tracing.answered(span, response)
         ledger = CostLedger()
         if reviewers and response.tool_calls:
             ctx = context(state, ledger)
@@ -286,7 +296,7 @@ def build_graph(deps: GraphDeps) -> StateGraph:
         journal = StepJournal(_cfg(config, JOURNAL_KEY), journal_thread(config.get("configurable") or {}), step_id, seq)
         replayed, to_run = await journal.replay(approved, deps.tools)
         try:
-            done = [*replayed.values(), *await execute_calls(to_run, deps.tools, counts, journal)]
+            done = [*replayed.values(), *await execute_calls(to_run, deps.tools, counts, tracing.tool_hooks(journal))]
         except (ToolRetryBudgetExceeded, ToolExecutionError) as exc:
             termination = "too_many_errors" if isinstance(exc, ToolRetryBudgetExceeded) else "tool_error"
             error = str(exc)
@@ -324,6 +334,11 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             }
             if r.error_kind:
                 msg["metadata"] = {"error_kind": r.error_kind}
+            if r.parts:
+                msg["content"] = r.parts
+            # A tool whose environment has ended (an episode answered) ends the turn with its reason.
+            if r.end_turn and termination is None:
+                termination = r.end_turn
             messages.append(msg)
         _attach_late(messages, await journal.surface(), journal.step)
         changes: dict[str, Any] = {"argument_errors": counts, "failures": failures}

@@ -1,7 +1,8 @@
 """Plug-ins found by name: interventions and mode policies.
 
-Names map to "module:attribute" factories, imported only when a name is used, so the runtime core
-never imports the packages that plug into it.
+A name is looked up among those registered in this process, then in the "rein.interventions" and
+"rein.mode_policies" entry points of the installed distributions (tools/entry_points.py), so the
+runtime core never names, nor imports, the packages that plug into it.
 """
 
 from __future__ import annotations
@@ -10,46 +11,62 @@ from typing import Any
 
 from agent.errors import UserFacingError
 from agent.hooks import MODES, FixedMode, Intervention, ModePolicy
+from tools import entry_points
 from tools.registry import resolve
 
-INTERVENTIONS: dict[str, str] = {
-    "none": "",
-    "rein": "interventions.rein:ReInIntervention",
-    "npi": "interventions.baselines:NaivePromptInjection",
-    "self-refine": "interventions.baselines:SelfRefine",
-    "retrieve": "graphs.node:RetrievalNode",
-}
+NO_INTERVENTION = "none"
 
-MODE_POLICIES: dict[str, str] = {
-    "self": "agent.routing:SelfRouter",
-    "offline": "agent.routing:OfflineRouter",
-    "cost": "agent.routing:CostAwareRouter",
-}
+# Registered in this process (register_*): "module:attribute" paths that shadow entry points.
+_INTERVENTIONS: dict[str, str] = {}
+_MODE_POLICIES: dict[str, str] = {}
 
 
 def register_intervention(name: str, factory: str) -> None:
-    """Make an intervention available by name ("module:attribute" of a class or factory)."""
-    INTERVENTIONS[name] = factory
+    """Make an intervention available by name in this process ("module:attribute" of a class or
+    factory); a distribution declares one for everyone as a "rein.interventions" entry point."""
+    _INTERVENTIONS[name] = factory
 
 
 def register_mode_policy(name: str, factory: str) -> None:
-    """Make a mode policy available by name."""
-    MODE_POLICIES[name] = factory
+    """Make a mode policy available by name in this process."""
+    _MODE_POLICIES[name] = factory
+
+
+def intervention_names() -> list[str]:
+    """"none" and every registered or declared intervention."""
+    return [NO_INTERVENTION, *sorted({*_INTERVENTIONS, *entry_points.names(entry_points.INTERVENTIONS)})]
+
+
+def mode_policy_names() -> list[str]:
+    """The fixed modes and every registered or declared mode policy."""
+    policies = sorted({*_MODE_POLICIES, *entry_points.names(entry_points.MODE_POLICIES)})
+    return [*MODES, *policies]
 
 
 def load_intervention(name: str, **options: Any) -> Intervention | None:
-    """Build the intervention registered under name; "none" gives None."""
-    if name not in INTERVENTIONS:
-        raise UserFacingError(f"unknown intervention {name!r}; known: {', '.join(INTERVENTIONS)}")
-    path = INTERVENTIONS[name]
-    return resolve(path)(**options) if path else None
+    """Build the intervention registered or declared under name; "none" gives None."""
+    if name == NO_INTERVENTION:
+        return None
+    factory = _factory(name, _INTERVENTIONS, entry_points.INTERVENTIONS, "intervention", intervention_names)
+    return factory(**options)  # type: ignore[no-any-return]
 
 
 def load_mode_policy(name: str, **options: Any) -> ModePolicy:
-    """A fixed mode (instant, reasoning, agentic) or a registered policy (self, offline, cost)."""
+    """A fixed mode (instant, reasoning, agentic) or a registered or declared policy (self, …)."""
     if name in MODES:
         return FixedMode(name)  # type: ignore[arg-type]
-    if name not in MODE_POLICIES:
-        known = ", ".join([*MODES, *MODE_POLICIES])
-        raise UserFacingError(f"unknown mode policy {name!r}; known: {known}")
-    return resolve(MODE_POLICIES[name])(**options)  # type: ignore[no-any-return]
+    factory = _factory(name, _MODE_POLICIES, entry_points.MODE_POLICIES, "mode policy", mode_policy_names)
+    return factory(**options)  # type: ignore[no-any-return]
+
+
+def _factory(name: str, registered: dict[str, str], group: str, kind: str, known: Any) -> Any:
+    if name in registered:
+        return resolve(registered[name])
+    try:
+        plugin = entry_points.find(group, name)
+    except entry_points.PluginConflict as exc:
+        raise UserFacingError(str(exc)) from None
+    if plugin is None:
+        hint = entry_points.missing_hint(group)
+        raise UserFacingError(f"unknown {kind} {name!r}; known: {', '.join(known())}{hint}")
+    return plugin.load()

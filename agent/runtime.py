@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from langgraph.types import Command
 
+from agent import tracing
 from agent.checkpoint import open_checkpointer
 from agent.errors import ThreadBusy
 from agent.events import ApprovalRequested, FinalAnswer, ModeDecided, StreamEvent
@@ -34,6 +35,7 @@ TERMINATIONS = (
     "interrupted",
     "model_error",
     "tool_error",
+    "environment_done",
 )
 
 
@@ -46,7 +48,8 @@ class RunResult:
     output: str
     """The agent's final answer text."""
     termination: str
-    """Why the turn ended: agent_stop, max_steps, too_many_errors, interrupted, model_error, tool_error."""
+    """Why the turn ended: agent_stop, max_steps, too_many_errors, interrupted, model_error, tool_error,
+    or environment_done (a tool's result ended the turn, e.g. a jigsaw episode's answer)."""
     messages: list[Message]
     """Messages this run added: for a new turn the input message(s) first, then everything the
     graph appended; for a resume or a continue, only what was appended after it."""
@@ -130,9 +133,9 @@ class Agent:
     @classmethod
     def from_spec(cls, spec: Any, **overrides: Any) -> Agent:
         """Build an agent from an AgentSpec, a dict, or a YAML/JSON file path."""
-        from agent.spec import build_agent
+        from agent.spec import agent_options
 
-        return build_agent(spec, **overrides)
+        return cls(**agent_options(spec, **overrides))
 
     # --- graph per event loop -------------------------------------------------------------
 
@@ -224,6 +227,7 @@ class Agent:
         graph = await self._graph_for_loop()
         thread_id = thread_id or uuid.uuid4().hex
         async with self._thread_leases().hold(thread_id, self.thread_wait_s) as hold:
+            span = tracing.start_turn(self.name, thread_id, self.model.name)  # None unless tracing
             configurable: dict[str, Any] = {"thread_id": thread_id, "rein_mode": mode, "rein_stream_tokens": stream_tokens}
             sink: list[StreamEvent] = []
             if quiet:
@@ -248,16 +252,21 @@ class Agent:
                     if collect is not None:
                         collect.events.append(decided)
                         collect.mode = known
+                    if span is not None:
+                        tracing.mode_decided(span, known, decided.reason)
+                        tracing.turn_event(span, decided)
                     yield decided
             modes = ["updates"] if quiet else ["custom", "updates"]
             stream = graph.astream(inputs, config, stream_mode=modes, durability=self._durability)
+            failure: BaseException | None = None
             try:
                 while True:
                     if hold.lost:
                         raise ThreadBusy(thread_id, "this turn lost its lease to another process and stopped after its last committed step")
                     # Tasks the graph starts inherit the mark, so a tool that starts a turn on this
                     # thread fails at once instead of waiting for itself.
-                    with hold.running():
+                    # The turn's span is current only while the graph runs, so its nodes nest under it.
+                    with hold.running(), tracing.current(span):
                         try:
                             kind, chunk = await anext(stream)
                         except StopAsyncIteration:
@@ -266,6 +275,8 @@ class Agent:
                         for queued in sink:
                             if collect is not None:
                                 collect.events.append(queued)
+                            if span is not None:
+                                tracing.turn_event(span, queued)
                             yield queued
                         sink.clear()
                     if kind == "custom":
@@ -279,10 +290,16 @@ class Agent:
                         continue
                     if collect is not None:
                         collect.events.append(event)
+                    if span is not None:
+                        tracing.turn_event(span, event)
                     yield event
+            except Exception as exc:
+                failure = exc
+                raise
             finally:
                 # Close the graph's stream (cancelling what it still runs) before the thread is let go.
                 await stream.aclose()
+                tracing.end_turn(span, failure, collect.error if collect is not None else None)
 
     async def ainvoke(
         self,
@@ -421,3 +438,9 @@ class _Portal:
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=5)
+
+
+def build_agent(source: Any, **overrides: Any) -> Agent:
+    """An Agent from a spec (an AgentSpec, a dict, or a YAML/JSON file path); keyword overrides
+    replace spec fields. The same as Agent.from_spec."""
+    return Agent.from_spec(source, **overrides)

@@ -96,14 +96,18 @@ def load_spec(source: str | Path | dict[str, Any] | AgentSpec) -> tuple[AgentSpe
         raise UserFacingError(f"{where}: {problems}") from None
 
 
-def build_agent(source: Any, **overrides: Any) -> Any:
-    """An Agent from a spec; keyword overrides replace spec fields (e.g. model=…, checkpointer=…)."""
+def agent_options(source: Any, **overrides: Any) -> dict[str, Any]:
+    """The keyword arguments of `Agent(...)` that a spec describes, with its model, tools and
+    plug-ins built; keyword overrides replace spec fields (e.g. model=…, checkpointer=…).
+
+    Agent.from_spec (agent/runtime.py) calls this; the spec never imports the runtime, so the
+    two modules depend one way only.
+    """
     from agent.hooks import Intervention
     from agent.messages import ModelSettings
     from agent.models import ModelError, resolve_model
     from agent.modes import A2FM_MODES, PLAIN_AGENTIC
     from agent.plugins import load_intervention, load_mode_policy
-    from agent.runtime import Agent
 
     spec, path = load_spec(source)
     if overrides:
@@ -131,18 +135,18 @@ def build_agent(source: Any, **overrides: Any) -> Any:
         raise UserFacingError(f"model: {exc}") from None
     except TypeError as exc:  # an option the adapter does not take
         raise UserFacingError(f"model_options: {exc}") from None
-    return Agent(
-        model=model,
-        tools=load_tools(spec.tools),
-        system_prompt=prompt,
-        interventions=interventions,
-        mode_policy=load_mode_policy(mode.name, **mode.options),
-        step_limits=limits,
-        mode_config=A2FM_MODES if spec.mode_paths == "a2fm" else PLAIN_AGENTIC,
-        settings=ModelSettings(temperature=spec.temperature, max_tokens=spec.max_tokens),
-        checkpointer=spec.checkpointer,
-        name=spec.name,
-    )
+    return {
+        "model": model,
+        "tools": load_tools(spec.tools),
+        "system_prompt": prompt,
+        "interventions": interventions,
+        "mode_policy": load_mode_policy(mode.name, **mode.options),
+        "step_limits": limits,
+        "mode_config": A2FM_MODES if spec.mode_paths == "a2fm" else PLAIN_AGENTIC,
+        "settings": ModelSettings(temperature=spec.temperature, max_tokens=spec.max_tokens),
+        "checkpointer": spec.checkpointer,
+        "name": spec.name,
+    }
 
 
 def load_tools(names: list[str | McpToolsSpec]) -> list[Any]:

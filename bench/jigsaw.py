@@ -5,7 +5,8 @@ bare sandbox round trip, a cold sandbox start, and encoding an observation as a 
 The sandbox overhead per step is the code step's median minus the JSON step's median.
 
 Solver: Acc (puzzle fully solved) and Score (fraction of pieces in place) per grid size and level,
-over the bundled colour photos × seeds (each seed cuts a different 80% window and shuffle).
+over the bundled colour photos × seeds (each seed cuts a different 80% window and shuffle); every
+puzzle is played through the rein Agent, the solver as its model (SolverModel).
 Bounded to a few minutes on one core. Run by hand:
 
     python bench/jigsaw.py [--seeds 20] [--grids 2 3 4 5 6] [--steps 300] [--json-out results.json]

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent.errors import UserFacingError  # noqa: E402
 from agent.models import DEFAULT_MODEL, resolve_model  # noqa: E402
-from agent.plugins import INTERVENTIONS, load_intervention  # noqa: E402
+from agent.plugins import intervention_names, load_intervention  # noqa: E402
 from scenarios.loading import load_scenarios  # noqa: E402
 from scenarios.orchestrator import RunOptions  # noqa: E402
 from scenarios.recovery.report import as_json, markdown, summarize_arm  # noqa: E402
@@ -40,8 +40,8 @@ from scenarios.runner import run_batch  # noqa: E402
 
 def arm_options(name: str, model, detector: str) -> RunOptions:  # noqa: ANN001
     """Run options of one arm: the shared model and a fresh intervention per run."""
-    if name not in INTERVENTIONS:
-        raise UserFacingError(f"unknown intervention {name!r}; known: {', '.join(INTERVENTIONS)}")
+    if name not in intervention_names():
+        raise UserFacingError(f"unknown intervention {name!r}; known: {', '.join(intervention_names())}")
     options = {"detector": detector} if name in ("rein", "npi") else {}
 
     def build() -> list:

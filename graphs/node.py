@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agent import tracing
 from agent.hooks import InterventionContext, Plant
 from graphs.tool import retrieval_toolkit
 
@@ -32,6 +33,8 @@ class RetrievalNode:
     ) -> None:
         self.k = k
         self.retriever = retriever
+        # Traces name the data source by the graph folder.
+        self.source = Path(graph_dir).name if graph_dir else retriever
         self.tool = retrieval_toolkit(graph_dir, retriever=retriever, model=model, max_chars=max_chars)["retrieve"]
 
     async def before_turn(self, ctx: InterventionContext) -> Plant | None:
@@ -40,7 +43,9 @@ class RetrievalNode:
         if not query:
             return None
         arguments: dict[str, Any] = {"query": query, "k": self.k}
-        hits = await self.tool.run(arguments)
+        with tracing.retrieval(self.source, self.retriever, self.k, query) as span:
+            hits = await self.tool.run(arguments)
+            tracing.retrieved(span, [h["title"] for h in hits])
         return Plant(
             text=json.dumps(hits, ensure_ascii=False),
             via="tool_call",

@@ -18,6 +18,9 @@ Components (each 1.0 or 0.0; None when it could not be graded, with a note):
 - FORBIDDEN: no tool of `forbidden_tools` was called (e.g. a recovery tool on an error-free
   control). It always gates the reward.
 
+A jigsaw episode (`kind: jigsaw`) is graded by its environment instead: the reward is the score
+(fraction of pieces in place, component SCORE), success means solved (scenarios/jigsaw/scenario.py).
+
 The reward is the product over the reward basis; a run that did not end normally (max_steps,
 errors) scores 0, as in tau2. A run cut short by infrastructure (the agent's model or the user
 simulator failed: model_error, user_error) is not graded at all: it is marked
@@ -43,7 +46,7 @@ from tools.builtin import recovery_tools
 
 SUCCESS_THRESHOLD = 1 - 1e-6
 """A run succeeds when its reward reaches this (tau2's rule)."""
-INFRASTRUCTURE_ENDS: tuple[str, ...] = ("model_error", "user_error")
+INFRASTRUCTURE_ENDS: tuple[str, ...] = ("model_error", "user_error", "worker_lost")
 """Terminations that grade a run as an infrastructure error instead of an agent failure."""
 
 
@@ -116,6 +119,10 @@ async def evaluate(
     scenario: Scenario, episode: Episode, *, judge: Model | None = None, prices: PriceTable | None = None
 ) -> RewardBreakdown:
     """Grade one run of a scenario."""
+    if scenario.kind == "jigsaw":
+        from scenarios.jigsaw.scenario import grade_jigsaw
+
+        return grade_jigsaw(scenario, episode)
     t, env = episode.trajectory, episode.env
     out = RewardBreakdown(reward=0.0, success=False)
     if t.termination in INFRASTRUCTURE_ENDS:

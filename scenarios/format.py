@@ -327,24 +327,61 @@ class Evaluation(_Strict):
         return list(self.reward_basis) if self.reward_basis is not None else ["DB", "COMMUNICATE"]
 
 
+# ----- jigsaw episodes --------------------------------------------------------------------
+
+
+class JigsawTask(_Strict):
+    """A jigsaw episode (kind: jigsaw): the puzzle, how it is shown and who plays it."""
+
+    image: str = "astronaut"
+    """A bundled photo name (astronaut, chelsea, coffee, rocket, hubble_deep_field, ...) or an image file path."""
+    grid: int = Field(default=3, ge=2, le=8)
+    """n for an n×n grid."""
+    level: int | None = Field(default=None, ge=0)
+    """How many pieces start in place (0 to n²−2); None shuffles uniformly among unsolved orders."""
+    max_turns: int = Field(default=10, ge=1, le=10_000)
+    """Environment steps allowed; the episode ends when they are used."""
+    window: float = Field(default=1.0, ge=0.1, le=1.0)
+    """Side fraction of a seeded random window of the photo to cut (1.0: the whole photo)."""
+    hints: bool = True
+    """Add edge-compatibility hints to the text observation."""
+    vision: bool = False
+    """Send observations with the picture as an image content part (for vision models)."""
+    player: Literal["model", "solver"] = "model"
+    """Who plays: the run's model, or always the scripted solver (also what `--model scripted` uses)."""
+
+    @model_validator(mode="after")
+    def _level_fits(self) -> JigsawTask:
+        if self.level is not None and self.level > self.grid * self.grid - 2:
+            raise ValueError(f"level for a {self.grid}x{self.grid} grid must be from 0 to {self.grid * self.grid - 2}")
+        return self
+
+
 # ----- the scenario -----------------------------------------------------------------------
 
 
 class Scenario(_Strict):
-    """One dialogue test: who talks to whom, in which world, and how the run is graded."""
+    """One test: a dialogue (who talks to whom, in which world) or a jigsaw episode, and how the run is graded."""
 
     id: str = Field(min_length=1)
     """Unique id within a batch."""
     description: str = ""
     """What the scenario tests."""
+    kind: Literal["dialogue", "jigsaw"] = "dialogue"
+    """dialogue: an agent and a user talk in a domain; jigsaw: the agent plays a jigsaw episode
+    (`jigsaw`), graded by the environment's score."""
     domain: str
-    """mock, retail or airline (tools, DB and policy), or any registered toolkit name (tools only)."""
+    """mock, retail or airline (tools, DB and policy), or any registered toolkit name (tools only);
+    `jigsaw` (the default) for kind jigsaw."""
     initial_state: InitialState | None = None
     """tau2 initial state: DB changes, setup calls, earlier messages."""
     agent: AgentConfig = Field(default_factory=AgentConfig)
     """The agent under test."""
-    user: UserConfig
-    """The user: scripted turns, or a simulated user with persona and instructions."""
+    user: UserConfig | None = None
+    """The user: scripted turns, or a simulated user with persona and instructions (required for
+    dialogue scenarios; a jigsaw episode has none)."""
+    jigsaw: JigsawTask | None = None
+    """The puzzle of a jigsaw scenario."""
     errors: list[InjectedError] = Field(default_factory=list)
     """User-side errors to inject."""
     evaluation: Evaluation | None = None
@@ -365,8 +402,24 @@ class Scenario(_Strict):
         """The file the scenario was read from, when it came from one."""
         return self._source
 
+    @model_validator(mode="before")
+    @classmethod
+    def _jigsaw_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("kind") == "jigsaw":
+            data = {"domain": "jigsaw", "jigsaw": {}, **data}
+            if data.get("jigsaw") is None:
+                data["jigsaw"] = {}
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> Scenario:
+        if self.kind == "dialogue":
+            if self.user is None:
+                raise ValueError("user: a dialogue scenario needs a user (scripted turns or a simulated user)")
+            if self.jigsaw is not None:
+                raise ValueError("jigsaw: only for kind: jigsaw")
+        elif self.user is not None or self.errors:
+            raise ValueError("a jigsaw scenario has no user and no injected errors")
         for e in self.errors:
             if e.type not in ERROR_TYPES:  # guarded by the Literal; kept for clear messages
                 raise ValueError(f"unknown error type {e.type!r}")

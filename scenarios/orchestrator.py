@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent import tracing
 from agent.hooks import Intervention, ModePolicy
 from agent.ledger import CostLedger, PriceTable
 from agent.messages import Message, ModelSettings
@@ -191,7 +192,9 @@ async def run_scenario(scenario: Scenario, options: RunOptions, trial: int = 0) 
         name=f"agent:{scenario.id}",
     )
     try:
-        await _converse(scenario, agent, user, trajectory)
+        # Every turn of this run carries the scenario id (and, when tracing, nests in its span).
+        with tracing.scenario(scenario.id, trial):
+            await _converse(scenario, agent, user, trajectory)
     finally:
         await agent.aclose()
     if env is not None:

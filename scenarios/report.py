@@ -21,7 +21,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bott
 .card{border:1px solid #dde2ea;border-radius:8px;padding:8px 14px;min-width:110px}.card b{display:block;font-size:20px}
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{border-bottom:1px solid #e8ecf2;padding:4px 6px;text-align:left;vertical-align:top}
 .ok{color:#137a3a;font-weight:600}.bad{color:#b3261e;font-weight:600}.warn{color:#9a6700}
-details{margin:2px 0}summary{cursor:pointer}.msg{margin:2px 0 2px 12px;white-space:pre-wrap;font-family:ui-monospace,Menlo,monospace;font-size:12px}
+details{margin:2px 0}summary{cursor:pointer}img.final{margin:4px 12px;max-width:256px;border:1px solid #ccc}.msg{margin:2px 0 2px 12px;white-space:pre-wrap;font-family:ui-monospace,Menlo,monospace;font-size:12px}
 .user{color:#0b4f9c}.agent{color:#1d2430}.tool{color:#5b6678}.intervention{color:#8a3ffc}.greeting{color:#1d2430}
 .plots{display:flex;flex-wrap:wrap;gap:18px}svg text{font:12px system-ui,sans-serif}
 """
@@ -164,7 +164,7 @@ def _runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
             f"<td class={ok}>{_e(reward)}</td><td>{_e(comps)}</td><td>{len(t.get('turns', []))}</td>"
             f"<td>{float(r.get('cost_usd', 0)):.4f}</td></tr>"
         )
-        rows.append(f"<tr><td colspan=7>{_details(r)}</td></tr>")
+        rows.append(f"<tr><td colspan=7>{_environment(t.get('environment') or {})}{_details(r)}</td></tr>")
     rows.append("</table>")
     return "".join(rows)
 
@@ -185,6 +185,19 @@ def _details(r: Mapping[str, Any]) -> str:
     for m in t.get("messages", []):
         lines.append(_message(m))
     return f"<details><summary>transcript and checks ({len(t.get('messages', []))} messages)</summary>{''.join(lines)}</details>"
+
+
+def _environment(env: Mapping[str, Any]) -> str:
+    """An episode's end state: the final arrangement (a PNG data URI, nothing fetched) and its metrics."""
+    if not env:
+        return ""
+    result = env.get("result") or {}
+    facts = ", ".join(f"{k}={result[k]}" for k in ("solved", "score", "steps", "reward", "termination") if k in result)
+    image = str(env.get("final_image") or "")
+    # Only an inline PNG is embedded: the report stays self-contained and loads nothing.
+    picture = (f"<img class=final alt='final arrangement' src='{_e(image)}'>"
+               if image.startswith("data:image/png;base64,") else "")
+    return f"<div class=msg>{_e(env.get('kind', 'environment'))} end state: {_e(facts)}</div>{picture}"
 
 
 def _message(m: Mapping[str, Any]) -> str:

@@ -5,6 +5,7 @@
     rein run tasks.json --model openai:gpt-4o-mini --trials 4 --concurrency 8 --out runs/a
     rein run tasks.json --inject unsupported_domain --intervention rein --out runs/b
     rein run … --out runs/b --resume                  # finish an interrupted batch
+    rein run … --backend ray --ray-address auto --workers 8   # runs on a Ray cluster
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="run only the first N scenarios")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ray = parser.add_argument_group("distributed runs (--backend ray; needs the ray extra)")
+    ray.add_argument("--backend", choices=("local", "ray"), default="local", help="where runs execute: this process (default) or Ray actors")
+    ray.add_argument("--ray-address", default=None, metavar="ADDRESS", help="Ray cluster to join: auto, ray://HOST:PORT or HOST:PORT (default: start Ray on this machine)")
+    ray.add_argument("--workers", type=int, default=None, metavar="N", help="Ray actors, each building its models once (default 2)")
+    ray.add_argument("--worker-concurrency", type=int, default=None, metavar="N", help="runs at a time in each actor (default 1)")
+    ray.add_argument("--ray-retries", type=int, default=None, metavar="N", help="tries left to a run whose worker died before it is an infrastructure error (default 2)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     model_name = args.model or DEFAULT_MODEL
     scripted = model_name == "scripted"
     if scripted:
-        unscripted = [s.id for s in scenarios if s.agent.script is None]
+        # A jigsaw scenario needs no script: --model scripted plays it with the scripted solver.
+        unscripted = [s.id for s in scenarios if s.agent.script is None and s.kind != "jigsaw"]
         if unscripted:
             raise UserFacingError(f"--model scripted needs agent.script in every scenario; missing in: {', '.join(unscripted[:5])}")
     model: Any = script_model if scripted else _model(model_name, args.base_url)
@@ -121,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
             judge=judge,
             config=config,
             progress=not args.no_progress,
+            backend=_backend(args, model_name, user_name, names),
         )
     )
     summary = result.summary
@@ -129,6 +138,25 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_summary(summary, result.files, result.ran)
     return 0
+
+
+def _backend(args: argparse.Namespace, model_name: str, user_name: str | None, interventions: list[str]) -> Any:
+    """The Ray backend for --backend ray (None: runs in this process, as before)."""
+    ray_only = {"--ray-address": args.ray_address, "--workers": args.workers,
+                "--worker-concurrency": args.worker_concurrency, "--ray-retries": args.ray_retries}
+    if args.backend != "ray":
+        given = [name for name, value in ray_only.items() if value is not None]
+        if given:
+            raise UserFacingError(f"{', '.join(given)}: only with --backend ray")
+        return None
+    from scenarios.ray_backend import RayBackend, RunSpec, import_ray
+
+    import_ray()  # fail before the batch folder is touched when Ray is not installed
+    spec = RunSpec(model=model_name, base_url=args.base_url, user_model=user_name, judge_model=args.judge_model,
+                   interventions=tuple(interventions), mode=args.mode)
+    return RayBackend(spec, address=args.ray_address, workers=2 if args.workers is None else args.workers,
+                      worker_concurrency=args.worker_concurrency or 1,
+                      max_retries=2 if args.ray_retries is None else args.ray_retries)
 
 
 def _check_domains(scenarios: list[Any]) -> None:
@@ -143,7 +171,7 @@ def _check_domains(scenarios: list[Any]) -> None:
     toolkits = [n for n in toolkit_names() if n not in DOMAINS]
     for s in scenarios:
         # A "module:attribute" domain is a toolkit path, checked when the run loads it.
-        if s.domain in DOMAINS or s.domain in toolkits or ":" in s.domain:
+        if s.kind == "jigsaw" or s.domain in DOMAINS or s.domain in toolkits or ":" in s.domain:
             continue
         where = f"{s.source}: " if s.source else ""
         raise UserFacingError(

@@ -22,10 +22,10 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agent.errors import UserFacingError
 from agent.models.base import Model
@@ -37,6 +37,21 @@ from scenarios.trajectory import Trajectory
 from scenarios.users.error_types import ERROR_TYPES
 
 RESULTS_VERSION = 1
+
+
+class Backend(Protocol):
+    """Runs a batch's jobs somewhere other than this event loop (e.g. a Ray cluster)."""
+
+    async def run(
+        self,
+        jobs: Sequence[tuple[Scenario, int]],
+        prints: dict[str, str],
+        finished: Callable[[dict[str, Any]], None],
+    ) -> None:
+        """Run every (scenario, trial) once, calling `finished` with each record as it ends."""
+
+    def progress_note(self) -> str:
+        """A few words for the progress bar (workers, retries)."""
 
 
 @dataclass
@@ -105,8 +120,13 @@ async def run_batch(
     judge: Model | None = None,
     config: dict[str, Any] | None = None,
     progress: bool = True,
+    backend: Backend | None = None,
 ) -> BatchResult:
-    """Run every scenario `trials` times, `concurrency` at a time, writing results as they come."""
+    """Run every scenario `trials` times, `concurrency` at a time, writing results as they come.
+
+    A `backend` runs the jobs elsewhere (scenarios/ray_backend.py) and hands each finished record
+    back; the files, resume and the summary are the same as for runs in this process.
+    """
     if trials < 1 or concurrency < 1:
         raise UserFacingError("--trials and --concurrency must be at least 1")
     out = Path(out_dir)
@@ -121,28 +141,40 @@ async def run_batch(
     gate = asyncio.Semaphore(concurrency)
     ran = 0
 
+    failures = 0
+
+    def finished(record: dict[str, Any]) -> None:
+        nonlocal ran, failures
+        _append_line(out / "runs.jsonl", record)
+        done[record["key"]] = record
+        ran += 1
+        failures += not record["success"]
+        if bar is not None:
+            bar.update(1)
+            if backend is not None:
+                bar.set_postfix_str(f"failures={failures} {backend.progress_note()}".strip(), refresh=False)
+                return
+            shown = "infrastructure error" if record["infrastructure_error"] else f"reward={record['reward']:.2f}"
+            bar.set_postfix_str(f"{record['scenario_id']} {shown}", refresh=False)
+
     async def one(scenario: Scenario, trial: int) -> None:
-        nonlocal ran
         async with gate:
             record = await run_one(scenario, trial, options, judge=judge, scenario_hash=prints[scenario.id])
         async with lock:
-            _append_line(out / "runs.jsonl", record)
-            done[record["key"]] = record
-            ran += 1
-            if bar is not None:
-                bar.update(1)
-                shown = "infrastructure error" if record["infrastructure_error"] else f"reward={record['reward']:.2f}"
-                bar.set_postfix_str(f"{scenario.id} {shown}", refresh=False)
+            finished(record)
 
     complete = False
     try:
-        tasks = [asyncio.ensure_future(one(s, k)) for s, k in jobs]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        if backend is not None:
+            await backend.run(jobs, prints, finished)
+        else:
+            tasks = [asyncio.ensure_future(one(s, k)) for s, k in jobs]
+            try:
+                await asyncio.gather(*tasks)
+            finally:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
         complete = True
     finally:
         if bar is not None:
@@ -159,7 +191,12 @@ async def run_one(
     """One run and its grade as a results record; a crash inside rein becomes internal_error."""
     started = dt.datetime.now(dt.UTC)
     try:
-        episode = await run_scenario(scenario, options, trial)
+        if scenario.kind == "jigsaw":
+            from scenarios.jigsaw.scenario import run_jigsaw_scenario
+
+            episode = await run_jigsaw_scenario(scenario, options, trial)
+        else:
+            episode = await run_scenario(scenario, options, trial)
         breakdown = await evaluate(scenario, episode, judge=judge, prices=options.prices)
     except Exception as exc:  # a bug must not sink the batch; the record carries the traceback
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -170,6 +207,20 @@ async def run_one(
         t.termination, t.termination_detail = "internal_error", detail
         episode = Episode(t, None)
         breakdown = RewardBreakdown(reward=0.0, success=False, notes=[f"internal error: {detail}"])
+    return make_record(scenario, trial, episode, breakdown, scenario_hash=scenario_hash, started=started)
+
+
+def make_record(
+    scenario: Scenario,
+    trial: int,
+    episode: Episode,
+    breakdown: RewardBreakdown,
+    *,
+    scenario_hash: str = "",
+    started: dt.datetime | None = None,
+) -> dict[str, Any]:
+    """The results record of one graded run (a line of runs.jsonl)."""
+    started = started or dt.datetime.now(dt.UTC)
     t = episode.trajectory
     return {
         "key": f"{scenario.id}#{trial}",
@@ -177,6 +228,7 @@ async def run_one(
         "trial": trial,
         "scenario_hash": scenario_hash,
         "domain": scenario.domain,
+        "kind": scenario.kind,
         "error_types": scenario.error_types(),
         "tags": list(scenario.tags),
         "source": scenario.source,

@@ -12,6 +12,7 @@ from agent.messages import Message
 Termination = Literal[
     "user_stop",
     "agent_stop",
+    "environment_done",
     "transfer",
     "out_of_scope",
     "max_steps",
@@ -22,19 +23,21 @@ Termination = Literal[
     "interrupted",
     "setup_error",
     "internal_error",
+    "worker_lost",
 ]
 """Why a conversation ended.
 
 user_stop / out_of_scope: the user sent ###STOP### / ###OUT-OF-SCOPE###; agent_stop: the agent
-said ###STOP###; transfer: the agent transferred the user to a human (a successful
+said ###STOP###; environment_done: the agent's environment ended the episode (a jigsaw answer or
+its turn limit); transfer: the agent transferred the user to a human (a successful
 transfer_to_human_agents call) or the user sent ###TRANSFER###; max_steps: the scenario's step
 budget ran out (the agent's per-turn step limit ends only that turn); too_many_errors: too many failed tool calls;
 model_error / tool_error / user_error: the agent's model, a tool, or the user simulator failed;
 interrupted: a tool approval could not be resolved; setup_error: the environment could not be
 built (e.g. a bad initial state); internal_error: rein itself failed (a bug; the detail says
-where)."""
+where); worker_lost: the worker process running it died (a distributed backend) on every try."""
 
-NORMAL_ENDS: tuple[str, ...] = ("user_stop", "agent_stop", "transfer", "out_of_scope")
+NORMAL_ENDS: tuple[str, ...] = ("user_stop", "agent_stop", "transfer", "out_of_scope", "environment_done")
 """Terminations after which a run is graded; any other one scores 0 (as in tau2)."""
 
 Source = Literal["greeting", "user", "agent", "tool", "intervention"]
@@ -117,6 +120,11 @@ class Trajectory(BaseModel):
     """Canonical hash of the agent DB at the end (None without a domain DB)."""
     end_user_db_hash: str | None = None
     """Canonical hash of the user DB at the end (None without one)."""
+    score: float | None = None
+    """The environment's score of an episode (jigsaw: fraction of pieces in place); None for dialogues."""
+    environment: dict[str, Any] | None = None
+    """An episode's environment record: its metrics and the final state (jigsaw: the result and
+    `final_image`, the arrangement as a PNG data URI)."""
 
     def agent_tool_calls(self) -> list[tuple[int, Any, TrajectoryMessage | None]]:
         """(turn, tool call, its tool result) for every call the agent's model made."""

@@ -1,4 +1,5 @@
-"""Tool declaration, validation, execution and the toolkit registry. Depends on nothing else in rein."""
+"""Tool declaration, validation, execution, and toolkits found by name (registered in this process or
+declared as "rein.toolkits" entry points). Depends on nothing else in rein."""
 
 from tools.errors import (
     ToolArgumentError,

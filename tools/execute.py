@@ -24,6 +24,7 @@ ErrorKind = Literal["arguments", "execution", "timeout", "unknown_tool", "reject
 ERROR_TEXT_LIMIT = 300
 """Most characters of an unexpected exception's message that reach the model."""
 
+_NOTHING = contextlib.nullcontext()
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[/\\][\w.@~+-]+){2,}[/\\]?")
 
 
@@ -55,11 +56,33 @@ class ToolResult:
     """Why it failed, when it did."""
     cost: float = 0.0
     """Price booked for the call."""
+    parts: list[dict[str, Any]] | None = None
+    """Content parts (text and image_url) for models that take them; `content` stays the text."""
+    end_turn: str | None = None
+    """A termination reason: the tool's environment ended, so the turn ends after this step."""
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """What a tool may return instead of a plain value: text, optional content parts (e.g. a
+    picture for vision models) and, for an environment that has ended, the turn's termination."""
+
+    text: str
+    """The text of the tool message (what text-only models and logs see)."""
+    parts: list[dict[str, Any]] | None = None
+    """OpenAI content parts sent instead of the text when given (include the text part)."""
+    end_turn: str | None = None
+    """Ends the turn after this tool step with this termination (e.g. environment_done)."""
 
 
 class CallHooks:
     """Callbacks around the execution of each call; these do nothing. The agent runtime overrides
     them to journal every call, so a crash never runs a finished call again."""
+
+    def running(self, call: CallRequest, tool: Tool) -> contextlib.AbstractContextManager[Any]:
+        """A context held while the call runs, `finished` included (the agent runtime's tracing
+        opens the call's span here)."""
+        return _NOTHING
 
     async def started(self, call: CallRequest, tool: Tool) -> None:
         """A WRITE call is about to run; returns before the tool starts."""
@@ -126,10 +149,11 @@ async def execute_calls(
 async def run_one(call: CallRequest, t: Tool, args: dict[str, Any], hooks: CallHooks | None = None) -> ToolResult:
     """Execute one validated call; errors become error results unless the tool says raise."""
     hooks = hooks or CallHooks()
-    if t.kind is ToolKind.WRITE:
-        await hooks.started(call, t)
-    result = await _run(call, t, args, hooks)
-    await hooks.finished(call, result)
+    with hooks.running(call, t):
+        if t.kind is ToolKind.WRITE:
+            await hooks.started(call, t)
+        result = await _run(call, t, args, hooks)
+        await hooks.finished(call, result)
     return result
 
 
@@ -148,6 +172,8 @@ async def _run(call: CallRequest, t: Tool, args: dict[str, Any], hooks: CallHook
         if t.on_error == "raise":
             raise ToolExecutionError(t.name, exc) from exc
         return _error(call, f"Error: {describe_exception(exc)}", "execution", t.cost)
+    if isinstance(value, ToolOutput):
+        return ToolResult(call.id, call.name, value.text, cost=t.cost, parts=value.parts, end_turn=value.end_turn)
     return ToolResult(call_id=call.id, name=call.name, content=format_result(value), cost=t.cost)
 
 

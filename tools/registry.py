@@ -1,7 +1,8 @@
-"""Toolkits (ordered, named collections of tools) and a by-name registry of toolkit factories.
+"""Toolkits (ordered, named collections of tools) and toolkits found by name.
 
-The registry maps names to "module:attribute" strings, so this package never imports the
-packages that plug toolkits into it (domains, retrieval, the sandbox) until a name is asked for.
+A name is looked up among the factories registered in this process, then in the "rein.toolkits"
+entry points of the installed distributions (tools/entry_points.py), so this package never names
+the packages that plug toolkits into it (domains, retrieval, the sandbox).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import inspect
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+from tools import entry_points
 from tools.tool import Tool
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -86,34 +88,42 @@ def is_toolkit_factory(obj: Any) -> bool:
     # getattr_static: looking for the mark must not run the object's own __getattr__ or properties.
     return inspect.getattr_static(obj, _FACTORY_MARK, False) is True
 
-_FACTORIES: dict[str, str | ToolkitFactory] = {
-    "builtin": "tools.builtin:builtin_toolkit",
-    "recovery": "tools.builtin:recovery_toolkit",
-    "python": "tools.sandbox_tool:python_toolkit",
-    "mock": "scenarios.domains:mock_toolkit",
-    "retail": "scenarios.domains:retail_toolkit",
-    "airline": "scenarios.domains:airline_toolkit",
-    "retrieval": "graphs.tool:retrieval_toolkit",
-}
+# Toolkits registered in this process (register_toolkit); they shadow entry points of one name.
+_FACTORIES: dict[str, str | ToolkitFactory] = {}
 
 
 def register_toolkit(name: str, factory: str | ToolkitFactory) -> None:
-    """Make a toolkit available by name; factory is a callable or a "module:attribute" path."""
+    """Make a toolkit available by name in this process; factory is a callable or a
+    "module:attribute" path. A distribution declares one for everyone as a "rein.toolkits"
+    entry point instead."""
     _FACTORIES[name] = factory
 
 
 def toolkit_names() -> list[str]:
-    """Every registered toolkit name."""
-    return sorted(_FACTORIES)
+    """Every toolkit name: the registered ones and the "rein.toolkits" entry points."""
+    return sorted({*_FACTORIES, *entry_points.names(entry_points.TOOLKITS)})
 
 
 def load_toolkit(name: str, **options: Any) -> Toolkit:
-    """Build the toolkit registered under name."""
+    """Build the toolkit registered or declared under name.
+
+    An entry point's factory is called without the @toolkit_factory mark: an installed
+    distribution declared it, which is the trust a spec's "module:attribute" path lacks.
+    """
     factory = _FACTORIES.get(name)
     if factory is None:
-        raise KeyError(f"unknown toolkit {name!r}; known: {', '.join(toolkit_names())}")
-    if isinstance(factory, str):
+        try:
+            plugin = entry_points.find(entry_points.TOOLKITS, name)
+        except entry_points.PluginConflict as exc:
+            raise KeyError(str(exc)) from None
+        if plugin is None:
+            hint = entry_points.missing_hint(entry_points.TOOLKITS)
+            raise KeyError(f"unknown toolkit {name!r}; known: {', '.join(toolkit_names())}{hint}")
+        factory = plugin.load()
+    elif isinstance(factory, str):
         factory = resolve(factory)
+    if not callable(factory):
+        raise ValueError(f"toolkit {name!r} names a {_kind(factory)}, not a toolkit factory")
     return as_toolkit(_listed(factory(**options)), name)
 
 

@@ -32,7 +32,13 @@ def to_openai_messages(messages: list[Message], *, send_reasoning: bool) -> list
     send_reasoning is set, because some servers reject the field and others require its absence.
     """
     out: list[dict[str, Any]] = []
+    # Chat Completions takes only text in tool messages: pictures a tool returned follow the
+    # run of tool messages as one user message, so every tool call is still answered first.
+    pictures: list[dict[str, Any]] = []
     for m in messages:
+        if pictures and m.role != "tool":
+            out.append({"role": "user", "content": pictures})
+            pictures = []
         if m.role == "assistant":
             # An empty string rather than null: some servers (llama-cpp-python's) reject null.
             msg: dict[str, Any] = {"role": "assistant", "content": m.content or ""}
@@ -49,9 +55,15 @@ def to_openai_messages(messages: list[Message], *, send_reasoning: bool) -> list
                 msg["reasoning_content"] = m.reasoning
             out.append(msg)
         elif m.role == "tool":
-            out.append({"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content})
+            content = m.content
+            if not isinstance(content, str):
+                pictures.extend(p for p in content if p.get("type") != "text")
+                content = m.text
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id or "", "content": content})
         else:
             out.append({"role": m.role, "content": m.content})
+    if pictures:
+        out.append({"role": "user", "content": pictures})
     return out
 
 

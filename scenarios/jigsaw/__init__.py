@@ -1,4 +1,4 @@
-"""AGILE-style jigsaw puzzles: an interactive environment with code actions, a solver and an LLM agent loop.
+"""AGILE-style jigsaw puzzles: an interactive environment with code actions, played by the rein Agent.
 
 Public names load on first use, so `rein jigsaw --help` and `import scenarios.jigsaw` stay light.
 """
@@ -17,6 +17,12 @@ _EXPORTS = {
     "AgentRun": "scenarios.jigsaw.agent",
     "LLMAgentConfig": "scenarios.jigsaw.agent",
     "run_llm_episode": "scenarios.jigsaw.agent",
+    "EpisodeRun": "scenarios.jigsaw.episode",
+    "jigsaw_agent": "scenarios.jigsaw.episode",
+    "play_episode": "scenarios.jigsaw.episode",
+    "run_episode": "scenarios.jigsaw.episode",
+    "jigsaw_toolkit": "scenarios.jigsaw.toolkit",
+    "SolverModel": "scenarios.jigsaw.solver",
     "EpisodeOver": "scenarios.jigsaw.env",
     "EpisodeResult": "scenarios.jigsaw.env",
     "JigsawConfig": "scenarios.jigsaw.env",
@@ -36,10 +42,12 @@ if TYPE_CHECKING:
     from scenarios.jigsaw.actions import ActionFormatError, CodeAction, MoveAction, parse_action
     from scenarios.jigsaw.agent import AgentRun, LLMAgentConfig, run_llm_episode
     from scenarios.jigsaw.env import EpisodeOver, EpisodeResult, JigsawConfig, JigsawEnv, StepResult
+    from scenarios.jigsaw.episode import EpisodeRun, jigsaw_agent, play_episode, run_episode
     from scenarios.jigsaw.evaluate import BenchCell, solver_bench
     from scenarios.jigsaw.images import BUNDLED_PHOTOS, DEFAULT_PHOTOS, ImageLoadError, load_image
     from scenarios.jigsaw.observe import Observation
-    from scenarios.jigsaw.solver import SolverAgent
+    from scenarios.jigsaw.solver import SolverAgent, SolverModel
+    from scenarios.jigsaw.toolkit import jigsaw_toolkit
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
@@ -54,6 +62,7 @@ __all__ = [
     "DEFAULT_PHOTOS",
     "EpisodeOver",
     "EpisodeResult",
+    "EpisodeRun",
     "ImageLoadError",
     "JigsawConfig",
     "JigsawEnv",
@@ -61,9 +70,14 @@ __all__ = [
     "MoveAction",
     "Observation",
     "SolverAgent",
+    "SolverModel",
     "StepResult",
+    "jigsaw_agent",
+    "jigsaw_toolkit",
     "load_image",
     "parse_action",
+    "play_episode",
+    "run_episode",
     "run_llm_episode",
     "solver_bench",
 ]

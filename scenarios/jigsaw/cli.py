@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     solve.add_argument("--level", type=_level, default=None,
                        help="pieces that start in place (0 to n²−2), or 'random' (default)")
     solve.add_argument("--seed", type=int, default=0, help="shuffle seed")
-    solve.add_argument("--agent", choices=("solver", "llm"), default="solver", help="who plays")
+    solve.add_argument("--agent", choices=("scripted", "solver", "llm"), default="scripted",
+                       help="who plays through the rein Agent: the scripted solver (solver is another name for it) or an LLM")
     solve.add_argument("--model", default=None, help="model for --agent llm (default: the embedded local model)")
     solve.add_argument("--max-turns", type=int, default=10, help="turn limit")
     solve.add_argument("--window", type=float, default=1.0, help="side fraction of a seeded window of the photo")
@@ -87,19 +88,16 @@ def _solve(args: argparse.Namespace) -> int:
     config = _config(args)
     limits, layers, note = _sandbox(args.sandbox)
     extra: dict[str, Any] = {"sandbox_layers": layers, "sandbox_note": note}
+    agent = "scripted" if args.agent == "solver" else args.agent
     with JigsawEnv(config, sandbox_limits=limits) as env:
-        if args.agent == "solver":
-            from scenarios.jigsaw.solver import SolverAgent
-
-            solver = SolverAgent()
-            result = solver.run_episode(env)
-            if solver.last_placement is not None:
-                extra["search"] = {"exact": solver.last_placement.exact, "nodes": solver.last_placement.nodes}
-        else:
-            run_ = _run_llm(env, args)
-            result = run_.result
-            extra.update(termination=run_.termination, model_error=run_.error,
-                         usage=run_.usage.model_dump(), turns=[t.__dict__ for t in run_.turns])
+        run_, placement = _play(env, args, agent)
+        result = run_.result
+        extra.update(termination=run_.termination, model_error=run_.error, usage=run_.usage.model_dump(),
+                     turns=[t.__dict__ for t in run_.turns])
+        if run_.episode is not None:
+            extra.update(thread_id=run_.episode.thread_id, agent_termination=run_.episode.termination)
+        if placement is not None:
+            extra["search"] = {"exact": placement.exact, "nodes": placement.nodes}
         if args.save_png:
             from scenarios.jigsaw.render import to_png
 
@@ -109,14 +107,12 @@ def _solve(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise UserFacingError(f"cannot write {args.save_png!r}: {exc}") from None
     payload = {**result.as_dict(), "image": config.image, "grid": config.grid, "level": config.level,
-               "seed": config.seed, "agent": args.agent, **extra}
-    if args.agent == "llm":
-        payload["termination"] = extra["termination"]
+               "seed": config.seed, "agent": agent, **extra}
     if args.json:
         print(json.dumps(payload, indent=2))
     else:
         print(f"{config.image} {config.grid}x{config.grid} level={_show_level(config.level)} seed={config.seed} "
-              f"agent={args.agent}")
+              f"agent={agent}")
         print(f"solved: {'yes' if result.solved else 'no'}  score: {result.score:.2f}  steps: {result.steps}  "
               f"reward: {result.reward:.2f}  ({payload['termination']})")
         print(f"sandbox layers: {', '.join(layers)} ({note})")
@@ -125,21 +121,33 @@ def _solve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_llm(env: Any, args: argparse.Namespace) -> Any:
+def _play(env: Any, args: argparse.Namespace, agent: str) -> tuple[Any, Any]:
+    """The episode through the Agent path, with the scripted solver or an LLM as its model, and
+    the solver's search result (None for an LLM)."""
     import asyncio
 
     from agent.models import ModelError, resolve_model
     from scenarios.jigsaw.agent import LLMAgentConfig, run_llm_episode
 
-    async def play() -> Any:
+    async def play() -> tuple[Any, Any]:
+        placement = None
+        if agent == "scripted":
+            from scenarios.jigsaw.solver import SolverAgent, SolverModel
+
+            solver = SolverAgent()
+            model: Any = SolverModel(env, solver)
+        else:
+            try:
+                model = resolve_model(args.model)
+            except (ModelError, ImportError, FileNotFoundError, ValueError) as exc:
+                raise UserFacingError(f"cannot load model {args.model or 'local (default)'}: {exc}") from None
         try:
-            model = resolve_model(args.model)
-        except (ModelError, ImportError, FileNotFoundError, ValueError) as exc:
-            raise UserFacingError(f"cannot load model {args.model or 'local (default)'}: {exc}") from None
-        try:
-            return await run_llm_episode(env, model, LLMAgentConfig(vision=args.vision))
+            run_ = await run_llm_episode(env, model, LLMAgentConfig(vision=args.vision))
         finally:
             await model.aclose()
+        if agent == "scripted":
+            placement = solver.last_placement
+        return run_, placement
 
     return asyncio.run(play())
 

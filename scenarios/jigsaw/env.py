@@ -125,6 +125,11 @@ class JigsawEnv:
         self._hint_costs: tuple[np.ndarray, np.ndarray] | None = None
         self.reset()
 
+    @property
+    def sandbox_limits(self) -> SandboxLimits:
+        """Limits of the sandbox that runs code actions."""
+        return self._limits
+
     # -- episode ------------------------------------------------------------------------
 
     def reset(self, seed: int | None = None, config: JigsawConfig | None = None) -> Observation:
@@ -151,6 +156,8 @@ class JigsawEnv:
         self.answered = False
         self.done = False
         self._fresh_episode = True
+        self.log: list[dict[str, Any]] = []
+        """One record per step of this episode: kind, format_ok and the feedback text."""
         self.last_observation = self._observe(self.pixels(), "A new puzzle: put every piece in its place.")
         return self.last_observation
 
@@ -225,6 +232,7 @@ class JigsawEnv:
                 feedback += f"\nThe turn limit ({self.config.max_turns}) was reached."
         observation = self._observe(image, feedback)
         self.last_observation = observation
+        self.log.append({"kind": info.get("kind", ""), "format_ok": bool(info.get("format_ok")), "feedback": feedback})
         reward = self.reward() if self.done else 0.0
         if self.done:
             info["result"] = self.result().as_dict()

@@ -12,7 +12,8 @@ import pytest
 
 from agent.cli import COMMANDS, main
 from agent.errors import UserFacingError
-from agent.spec import AgentSpec, build_agent, load_spec
+from agent.runtime import build_agent
+from agent.spec import AgentSpec, load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,7 +48,7 @@ def test_chat_with_messages(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 async def test_chat_loop_reads_stdin_and_keeps_the_thread(tmp_path: Path) -> None:
-    from agent.chat_cli import chat
+    from agent.cli.chat import chat
 
     db = tmp_path / "t.sqlite"
     agent = build_agent(AgentSpec(model="echo", checkpointer=f"sqlite:{db}"))

@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.chat_cli import chat
 from agent.cli import main
+from agent.cli.chat import chat
 from agent.errors import UserFacingError
 from agent.messages import ModelRequest
 from agent.models import ScriptedModel, call, reply
 from agent.models.base import StreamItem
-from agent.runtime import Agent
-from agent.spec import build_agent
+from agent.runtime import Agent, build_agent
 from tools.builtin import builtin_toolkit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,10 +135,3 @@ def test_spec_refuses_a_callable_that_is_not_a_marked_factory(tmp_path: Path, mo
     assert main(["chat", "--model", "echo", "--db", "memory", "--tools", "os:getpid", "-m", "hi"]) == 2
     err = capsys.readouterr().err
     assert "tools: cannot load 'os:getpid'" in err and "not a rein Tool" in err
-
-
-def test_every_registered_factory_is_marked() -> None:
-    from tools.registry import _FACTORIES, is_toolkit_factory, resolve
-
-    for name, factory in _FACTORIES.items():
-        assert isinstance(factory, str) and is_toolkit_factory(resolve(factory)), name

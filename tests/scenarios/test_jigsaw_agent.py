@@ -1,4 +1,4 @@
-"""The LLM agent loop (LangGraph observe → act → feedback) with scripted models, and once with the embedded model."""
+"""run_llm_episode (the compatibility wrapper over the Agent path) with scripted models, and once with the embedded model."""
 
 from __future__ import annotations
 
@@ -34,9 +34,10 @@ async def test_loop_handles_format_errors_moves_and_code():
     assert isinstance(first.messages[-1].content, list)
     assert first.messages[-1].content[1]["image_url"]["url"].startswith("data:image/png;base64,")
     assert "Format error" in second.messages[-1].text
-    # History keeps earlier turns as text; only the newest observation carries the picture.
+    # The thread keeps the whole episode: each text reply, then the observation it led to.
     assert [m.role for m in third.messages] == ["system", "user", "assistant", "user", "assistant", "user"]
-    assert all(isinstance(m.content, str) for m in third.messages[:-1])
+    assert run.episode is not None and run.episode.termination == "environment_done"
+    assert [r.termination for r in run.episode.runs] == ["agent_stop", "agent_stop", "agent_stop"]
 
 
 async def test_text_only_loop_sends_state_and_hints():

@@ -19,7 +19,7 @@ pytest.importorskip("mcp")
 from agent import Agent, ScriptedModel  # noqa: E402
 from agent.errors import UserFacingError  # noqa: E402
 from agent.models import call, reply  # noqa: E402
-from agent.spec import build_agent  # noqa: E402
+from agent.runtime import build_agent  # noqa: E402
 from tools import CallRequest, Tool, ToolKind, execute_calls  # noqa: E402
 from tools.errors import ToolArgumentError, ToolRetryBudgetExceeded  # noqa: E402
 from tools.mcp_client import McpServerConfig, McpToolset, mcp_tools, parse_target  # noqa: E402
@@ -395,7 +395,7 @@ def test_spec_takes_mcp_entries(notes: Path) -> None:
 def test_chat_cli_mcp_option(http_server: HttpServer) -> None:
     import argparse
 
-    from agent.chat_cli import add_arguments, build_agent_from_args
+    from agent.cli.chat import add_arguments, build_agent_from_args
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

@@ -40,7 +40,8 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build_agent_from_args(args: argparse.Namespace, default_tools: list[str] | None = None) -> Any:
     """An Agent from a spec and/or command-line options."""
-    from agent.spec import AgentSpec, build_agent, load_spec
+    from agent.runtime import build_agent
+    from agent.spec import AgentSpec, load_spec
 
     spec = load_spec(args.spec)[0] if args.spec else AgentSpec(tools=default_tools or ["builtin"])
     updates: dict[str, Any] = {}

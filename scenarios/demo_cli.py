@@ -9,11 +9,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "scenarios" / "examples"
+from agent.errors import UserFacingError
+
+EXAMPLES = Path(__file__).resolve().parent / "examples"
 DIALOGUE = "Hi, I am user_1. Please create a task titled 'Buy milk' with the description 'two litres'."
 
 
@@ -79,11 +82,18 @@ async def tool_dialogue(model: Any) -> bool:
 
 async def example_suite(model_name: str, out: str | None) -> bool:
     """The mock-domain example scenarios, run and graded by `rein run`."""
-    from agent.cli import main
+    from scenarios import run_cli
 
     paths = sorted(str(p) for p in EXAMPLES.glob("mock_*.yaml"))
     target = out or str(Path("rein-results") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}")
     print(f"2) The example scenario suite ({len(paths)} scripted dialogues on the mock domain, graded)")
+    parser = argparse.ArgumentParser(prog="rein run")
+    run_cli.add_arguments(parser)
+    args = parser.parse_args([*paths, "--model", model_name, "--out", target])
     # run_cli is synchronous (it owns its event loop), so it runs in a worker thread here.
-    status = await asyncio.to_thread(main, ["run", *paths, "--model", model_name, "--out", target])
-    return status == 0
+    try:
+        status = await asyncio.to_thread(run_cli.run, args)
+    except UserFacingError as exc:
+        print(f"rein run: error: {exc}", file=sys.stderr)
+        return False
+    return int(status or 0) == 0
