@@ -386,9 +386,11 @@ class ServerState:
         outcome.error = collected.error
         outcome.usage = collected.ledger.usage
         outcome.cost = collected.ledger.cost
-        history = await agent.ahistory(sid)
-        outcome.reply = reply_text(history)
-        last = history[-1] if history else None
+        # The turn's own messages hold its reply: the thread only ever grows (its reducer adds),
+        # so reading the whole thread back would cost a checkpoint load that grows with it.
+        added = collected.messages
+        outcome.reply = reply_text(added)
+        last = added[-1] if added else None
         if last is not None and last.role == "assistant" and last.reasoning and not last.metadata.get(PLANTED):
             outcome.reasoning = last.reasoning
         return outcome
