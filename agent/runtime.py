@@ -23,21 +23,11 @@ from agent.ledger import CostLedger, LedgerEntry, PriceTable
 from agent.messages import Message, ModelSettings, Usage
 from agent.models import Model, resolve_model
 from agent.modes import PLAIN_AGENTIC, ModeConfig, StepLimits
+from agent.terminations import Termination
 from agent.thread_lease import ThreadLeases, leases_for
 from tools import Tool, Toolkit
 
 T = TypeVar("T")
-
-TERMINATIONS = (
-    "agent_stop",
-    "max_steps",
-    "too_many_errors",
-    "interrupted",
-    "model_error",
-    "tool_error",
-    "environment_done",
-)
-
 
 @dataclass
 class RunResult:
@@ -47,9 +37,10 @@ class RunResult:
     """Thread the turn belongs to."""
     output: str
     """The agent's final answer text."""
-    termination: str
+    termination: Termination
     """Why the turn ended: agent_stop, max_steps, too_many_errors, interrupted, model_error, tool_error,
-    or environment_done (a tool's result ended the turn, e.g. a jigsaw episode's answer)."""
+    or environment_done (a tool's result ended the turn, e.g. a jigsaw episode's answer); see
+    agent/terminations.py."""
     messages: list[Message]
     """Messages this run added: for a new turn the input message(s) first, then everything the
     graph appended; for a resume or a continue, only what was appended after it."""
@@ -165,6 +156,8 @@ class Agent:
         stack = self._stacks.pop(loop, None)
         if stack is not None:
             await stack.aclose()
+        if self._leases is not None:
+            await self._leases.aclose()
         # Tools that hold connections (MCP toolsets) name their owner in metadata; close each once.
         owners = {id(o): o for t in self.tools if (o := t.metadata.get("mcp_toolset")) is not None}
         for owner in owners.values():

@@ -356,3 +356,37 @@ def test_postgres_lock_of_a_killed_process_goes_with_its_connection(postgres_url
             proc.kill()
             proc.communicate()
     assert result.output == "finished" and elapsed < 5
+
+
+async def test_postgres_many_concurrent_turns_share_one_lock_session(postgres_url: str) -> None:
+    # 120 turns at once on distinct threads: a connection per hold would pass the throwaway
+    # cluster's max_connections (100) and fail turns with "too many clients".
+    import psycopg
+
+    agent = Agent(FunctionModel(lambda request: "ok"), checkpointer=postgres_url)
+    leases = agent._thread_leases()
+    results = await asyncio.gather(*(agent.ainvoke(f"m{i}", f"many-{i}") for i in range(120)))
+    assert [r.termination for r in results] == ["agent_stop"] * 120
+    assert all(r.output == "ok" for r in results)
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as probe:
+        cur = await probe.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+        assert (await cur.fetchone())[0] == 0  # every hold was given back
+    assert len(leases.remote._sessions) == 1  # type: ignore[union-attr]  (one loop, one session)
+    await agent.aclose()
+
+
+async def test_postgres_broken_lock_session_marks_holds_lost_and_reconnects(postgres_url: str) -> None:
+    import psycopg
+
+    leases = PostgresLeases(postgres_url)
+    handle = await leases.acquire("broken-session", None)
+    session, _ = handle
+    pid = session.conn.info.backend_pid
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+        await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    assert await leases.renew(handle) is False  # the lock went with the session
+    await leases.release(handle)  # nothing to give back, and no error
+    again = await leases.acquire("broken-session", time.monotonic() + 5)
+    assert again[0] is not session and await leases.renew(again)
+    await leases.release(again)
+    await leases.aclose()
