@@ -3,7 +3,13 @@
     rein route "What is 15% of 240?" [--router offline|self|cost] [--json]
     rein route eval --data FILE [--router offline|self|cost] [--json]
 
-FILE is JSON Lines with `query` and `mode` on each line (the layout of shared/data/routing).
+FILE is JSON Lines with `query` and `mode` on each line (the layout of shared/data/routing), or an
+oracle labels file (rows with `runs`, written by `python -m scenarios.routing_tasks.labeling`):
+
+    rein route eval --data labels.jsonl --model NAME [--router offline|self|cost] [--split test]
+
+then it reports, on that split and for that model's runs, agreement with the oracle and accuracy
+and cost-of-pass of the routed agent, each fixed mode and the oracle, with bootstrap 95% intervals.
 """
 
 from __future__ import annotations
@@ -29,7 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", type=Path, help="eval: JSONL file with query and mode fields")
     parser.add_argument("--limit", type=int, help="eval: only the first N queries")
     parser.add_argument("--errors", action="store_true", help="eval: also list the misrouted queries")
-    parser.add_argument("--model", default=None, help="self router: model that classifies (default: the embedded model)")
+    parser.add_argument("--model", default=None, help="self router: model that classifies (default: the embedded "
+                        "model); oracle eval: whose recorded runs to score")
+    parser.add_argument("--split", default="test", help="oracle eval: split to score (default test; 'all' for every row)")
+    parser.add_argument("--samples", type=int, default=1000, help="oracle eval: bootstrap resamples (default 1000)")
     parser.add_argument("--threshold", type=float, default=0.8, help="cost router: success threshold (default 0.8)")
     parser.add_argument("--weights", type=Path, default=None, help="offline/cost router: weights file (default: shipped)")
 
@@ -76,6 +85,8 @@ def _run_eval(args: argparse.Namespace) -> int:
         raise UserFacingError("route eval needs --data FILE (JSONL with query and mode fields)")
     if args.limit is not None and args.limit < 1:
         raise UserFacingError("--limit must be at least 1")
+    if _is_labels_file(args.data):
+        return _run_oracle_eval(args)
     rows = load_labeled(args.data)[: args.limit]
     router = _build(args)
     routed = asyncio.run(_route_all(router, [r.query for r in rows], args.router))
@@ -97,6 +108,38 @@ def _run_eval(args: argparse.Namespace) -> int:
             print("\nmisrouted:")
             for m in misrouted:
                 print(f"  {m['gold']:>9} -> {m['routed']:<9} {m['query'][:100]}")
+    return 0
+
+
+def _is_labels_file(path: Path) -> bool:
+    """Whether a data file holds oracle labels (rows with recorded runs) rather than gold modes."""
+    try:
+        with path.open(encoding="utf-8") as f:
+            first = next((line for line in f if line.strip()), "")
+        return isinstance(row := json.loads(first), dict) and "runs" in row
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+
+
+def _run_oracle_eval(args: argparse.Namespace) -> int:
+    from agent.routing.oracle import format_oracle_report, load_oracle, score_oracle
+
+    if args.samples < 10:
+        raise UserFacingError("--samples must be at least 10")
+    rows = load_oracle(args.data, model=args.model, split=None if args.split == "all" else args.split)[: args.limit]
+    router = _build(args)
+    routed = asyncio.run(_route_all(router, [r.query for r in rows], args.router))
+    report = score_oracle(rows, [r["mode"] for r in routed], samples=args.samples)
+    if args.json:
+        out: dict[str, Any] = {"router": args.router, "data": str(args.data), "model": args.model,
+                               "split": args.split, **report.as_dict()}
+        if args.errors:
+            out["misrouted"] = [{"id": row.id, "oracle": row.oracle, "routed": r["mode"], "query": row.query}
+                                for row, r in zip(rows, routed, strict=True) if row.oracle != r["mode"]]
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"router {args.router} on {args.data} (model {args.model or 'all'}, split {args.split})")
+        print(format_oracle_report(report))
     return 0
 
 

@@ -1,0 +1,196 @@
+"""Oracle labels from recorded runs, and how a router's choices fare against them.
+
+A labels file (JSON Lines) holds one row per task and model: the task's query and split, and one
+run per mode (success, tokens, latency). The oracle label is the mode that succeeded at the lowest
+token cost (ties go to the cheaper mode in instant < reasoning < agentic), or 'none'. A routed
+agent is scored with the recorded run of the mode its router chose: the runs are greedy, so
+running that mode again would repeat it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.errors import UserFacingError
+from agent.hooks import MODES
+from agent.routing.bootstrap import Interval, mean_interval, ratio_interval
+
+NONE = "none"
+"""The oracle label of a task no mode solved."""
+
+
+@dataclass(frozen=True)
+class ModeRun:
+    """One recorded run of a task in one mode."""
+
+    success: bool
+    """Whether the grader passed the final answer."""
+    tokens: int
+    """Model tokens spent (input plus output)."""
+    latency_s: float = 0.0
+    """Wall time of the run when it was recorded."""
+    output_tokens: int = 0
+    """Generated tokens."""
+    steps: int = 0
+    """Model calls."""
+    tool_calls: int = 0
+    """Tool calls made."""
+    termination: str = ""
+    """Why the run ended."""
+    answer: str = ""
+    """The final answer text."""
+
+
+def oracle_label(runs: Mapping[str, ModeRun]) -> str:
+    """The cheapest mode (by tokens, ties to the earlier mode) whose run succeeded, or 'none'."""
+    solved = [m for m in MODES if m in runs and runs[m].success]
+    if not solved:
+        return NONE
+    return min(solved, key=lambda m: (runs[m].tokens, MODES.index(m)))
+
+
+@dataclass(frozen=True)
+class OracleRow:
+    """One line of a labels file: a task, one model's run in every mode, the oracle label."""
+
+    id: str
+    """Task id."""
+    query: str
+    """The query."""
+    model: str
+    """The model that ran it."""
+    runs: dict[str, ModeRun]
+    """mode → run."""
+    split: str = "test"
+    """Task split."""
+    oracle: str = NONE
+    """Cheapest mode that succeeded, or 'none' (recomputed from runs when read)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Other task fields (kind, family, style, source_item…)."""
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON-ready form (one line of a labels file)."""
+        return {"id": self.id, "query": self.query, "model": self.model, "split": self.split,
+                "oracle": self.oracle, "runs": {m: asdict(r) for m, r in self.runs.items()}, **self.extra}
+
+
+def load_oracle(path: str | Path, model: str | None = None, split: str | None = None) -> list[OracleRow]:
+    """Read a labels file, keeping one model's rows (None: all) and one split (None: all)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserFacingError(f"no such labels file: {path}")
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            runs = {m: ModeRun(**r) for m, r in item["runs"].items()}
+            missing = [m for m in MODES if m not in runs]
+            if missing:
+                raise ValueError(f"no run for mode {', '.join(missing)}")
+            row = OracleRow(
+                id=item["id"], query=item["query"], model=item["model"], runs=runs, split=item.get("split", "test"),
+                oracle=oracle_label(runs),
+                extra={k: v for k, v in item.items() if k not in ("id", "query", "model", "runs", "split", "oracle")},
+            )
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise UserFacingError(f"{path}:{number}: not a labels row ({exc})") from None
+        if (model is None or row.model == model) and (split is None or row.split == split):
+            rows.append(row)
+    if not rows:
+        models = sorted({json.loads(x)["model"] for x in path.read_text().splitlines() if x.strip()})
+        raise UserFacingError(f"{path} has no rows for model {model!r} in split {split!r}; models: {', '.join(models)}")
+    return rows
+
+
+@dataclass(frozen=True)
+class StrategyScore:
+    """Accuracy and cost-of-pass of one strategy (a fixed mode, the routed agent or the oracle)."""
+
+    accuracy: Interval
+    """Share of tasks solved, with its interval."""
+    tokens_per_pass: Interval
+    """Total tokens / tasks solved, with its interval (None: nothing solved)."""
+    tokens: int
+    """Total tokens spent."""
+    mix: dict[str, int]
+    """How many tasks went to each mode."""
+
+
+@dataclass(frozen=True)
+class OracleReport:
+    """A router against the oracle labels: agreement, and each strategy's accuracy and cost."""
+
+    n: int
+    """Tasks scored."""
+    unsolved: int
+    """Tasks no mode solved (oracle 'none')."""
+    agreement: Interval
+    """Share of tasks routed to the oracle's mode (tasks labelled 'none' count as disagreement)."""
+    labels: dict[str, int]
+    """Oracle label counts."""
+    strategies: dict[str, StrategyScore]
+    """always-instant, always-reasoning, always-agentic, routed, oracle."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"n": self.n, "unsolved": self.unsolved, "agreement": self.agreement.as_dict(), "labels": self.labels,
+                "strategies": {k: {"accuracy": s.accuracy.as_dict(), "tokens_per_pass": s.tokens_per_pass.as_dict(),
+                                   "tokens": s.tokens, "mix": s.mix} for k, s in self.strategies.items()}}
+
+
+def _score(rows: Sequence[OracleRow], picks: Sequence[str], samples: int, seed: int) -> StrategyScore:
+    runs = [row.runs[m] for row, m in zip(rows, picks, strict=True)]
+    passed = [float(r.success) for r in runs]
+    cost = [float(r.tokens) for r in runs]
+    mix = {m: sum(p == m for p in picks) for m in MODES}
+    return StrategyScore(mean_interval(passed, samples=samples, seed=seed),
+                         ratio_interval(cost, passed, samples=samples, seed=seed), int(sum(cost)), mix)
+
+
+def score_oracle(rows: Sequence[OracleRow], routed: Sequence[str], *, samples: int = 1000, seed: int = 0) -> OracleReport:
+    """Agreement with the oracle, and accuracy and cost-of-pass of fixed, routed and oracle strategies.
+
+    The same resampling seed is used for every statistic, so their intervals are paired.
+    The oracle strategy answers an unsolved task with the cheapest mode's (failed) run.
+    """
+    if len(rows) != len(routed):
+        raise ValueError(f"{len(rows)} rows but {len(routed)} routed modes")
+    strategies = {f"always-{m}": _score(rows, [m] * len(rows), samples, seed) for m in MODES}
+    strategies["routed"] = _score(rows, routed, samples, seed)
+    oracle_picks = [r.oracle if r.oracle != NONE else min(MODES, key=lambda m, r=r: r.runs[m].tokens) for r in rows]
+    strategies["oracle"] = _score(rows, oracle_picks, samples, seed)
+    labels = {m: sum(r.oracle == m for r in rows) for m in (*MODES, NONE)}
+    agree = [float(r.oracle == p) for r, p in zip(rows, routed, strict=True)]
+    return OracleReport(len(rows), labels[NONE], mean_interval(agree, samples=samples, seed=seed), labels, strategies)
+
+
+def format_oracle_report(report: OracleReport) -> str:
+    """A plain-text table of the report."""
+
+    def pct(i: Interval) -> str:
+        return "n/a" if i.value is None else f"{i.value:6.1%} [{_p(i.low)}, {_p(i.high)}]"
+
+    def tok(i: Interval) -> str:
+        return "inf" if i.value is None else f"{i.value:8.1f} [{_t(i.low)}, {_t(i.high)}]"
+
+    lines = [f"{report.n} tasks; oracle labels " + ", ".join(f"{k} {v}" for k, v in report.labels.items()),
+             f"agreement with oracle: {pct(report.agreement)}", "",
+             f"{'strategy':<18} {'accuracy [95% CI]':<26} {'tokens/pass [95% CI]':<28} mix"]
+    for name, s in report.strategies.items():
+        mix = " ".join(f"{m[0]}{c}" for m, c in s.mix.items())
+        lines.append(f"{name:<18} {pct(s.accuracy):<26} {tok(s.tokens_per_pass):<28} {mix}")
+    return "\n".join(lines)
+
+
+def _p(x: float | None) -> str:
+    return "inf" if x is None else f"{x:.1%}"
+
+
+def _t(x: float | None) -> str:
+    return "inf" if x is None else f"{x:.1f}"

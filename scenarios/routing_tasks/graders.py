@@ -1,0 +1,84 @@
+"""Automatic graders for routing tasks: numbers, texts with aliases, exact strings.
+
+The answer graded is the agent's final text. Reasoning tags are dropped first, so a number that
+appears only in the reasoning does not count.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+
+from scenarios.routing_tasks.task import Grader, RoutingTask
+
+_NUMBER_RE = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+_TAG_RE = re.compile(r"<reasoning>.*?(?:</reasoning>|$)|<classification>.*?</classification>", re.S | re.I)
+_ARTICLES = {"a", "an", "the"}
+MAX_TEXT_WORDS = 40
+"""A text answer longer than this is not graded correct: listing many candidates is not an answer."""
+
+
+def final_text(answer: str) -> str:
+    """The answer without reasoning or classification tags."""
+    return _TAG_RE.sub(" ", answer or "").strip()
+
+
+def numbers_in(text: str) -> list[float]:
+    """The numbers written in a text, thousands separators and currency signs ignored."""
+    out = []
+    for match in _NUMBER_RE.findall(text):
+        token = match.replace(",", "")
+        if token.endswith("."):
+            token = token[:-1]
+        try:
+            out.append(float(token))
+        except ValueError:
+            continue
+    return out
+
+
+def normalise(text: str) -> str:
+    """Lower case, punctuation to spaces, articles dropped, single spaces."""
+    table = str.maketrans({c: " " for c in string.punctuation})
+    words = text.lower().translate(table).split()
+    return " ".join(w for w in words if w not in _ARTICLES)
+
+
+def grade_number(answer: str, expected: str) -> bool:
+    """The first or the last number of the answer equals the expected value."""
+    gold = float(expected.replace(",", ""))
+    found = numbers_in(final_text(answer))
+    if not found:
+        return False
+    return any(math.isclose(v, gold, rel_tol=1e-9, abs_tol=1e-6) for v in (found[0], found[-1]))
+
+
+def grade_text(answer: str, expected: str, aliases: tuple[str, ...] = ()) -> bool:
+    """One accepted spelling appears, as whole words, in a short answer."""
+    text = normalise(final_text(answer))
+    if not text or len(text.split()) > MAX_TEXT_WORDS:
+        return False
+    padded = f" {text} "
+    return any(f" {normalise(a)} " in padded for a in (expected, *aliases) if normalise(a))
+
+
+def grade_exact(answer: str, expected: str) -> bool:
+    """The answer, trimmed of spaces, quotes, backticks and one final period, equals the expected text."""
+    text = final_text(answer).strip()
+    if text.endswith(".") and not expected.endswith("."):
+        text = text[:-1].rstrip()
+    text = text.strip("`\"'").strip()
+    return " ".join(text.split()) == " ".join(expected.split())
+
+
+def grade(grader: Grader | RoutingTask, answer: str) -> bool:
+    """Whether an answer passes a task's grader."""
+    g = grader.grader if isinstance(grader, RoutingTask) else grader
+    if g.type == "number":
+        return grade_number(answer, g.answer)
+    if g.type == "text":
+        return grade_text(answer, g.answer, g.aliases)
+    if g.type == "exact":
+        return grade_exact(answer, g.answer)
+    raise ValueError(f"unknown grader type {g.type!r}")

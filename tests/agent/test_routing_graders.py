@@ -1,0 +1,54 @@
+"""The routing task graders: each kind with right and wrong answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from scenarios.routing_tasks import Grader, grade
+
+
+@pytest.mark.parametrize(("answer", "ok"), [
+    ("The answer is 2,125.", True),
+    ("2125 dollars (from 25 x 85)", True),
+    ("$2125.00", True),
+    ("<reasoning>it is 2125</reasoning>The answer is 2120.", False),
+    ("I think 2126", False),
+    ("no idea", False),
+])
+def test_number_grader(answer: str, ok: bool) -> None:
+    assert grade(Grader("number", "2125"), answer) is ok
+
+
+@pytest.mark.parametrize(("answer", "ok"), [
+    ("G. Stanley Hall", True),
+    ("It was Stanley Hall.", True),
+    ("g stanley hall", True),
+    ("Hall", False),
+    ("William James", False),
+    ("Stanley Halloran", False),
+    ("Maybe " + "William James, " * 20 + "or Stanley Hall", False),
+])
+def test_text_grader_with_aliases(answer: str, ok: bool) -> None:
+    assert grade(Grader("text", "G. Stanley Hall", ("Stanley Hall",)), answer) is ok
+
+
+@pytest.mark.parametrize(("answer", "ok"), [
+    ("APPLE", True),
+    ('"APPLE".', True),
+    ("`APPLE`", True),
+    ("apple", False),
+    ("APPLE APPLE", False),
+    ("Here it is: APPLE", False),
+])
+def test_exact_grader(answer: str, ok: bool) -> None:
+    assert grade(Grader("exact", "APPLE"), answer) is ok
+
+
+def test_exact_grader_keeps_expected_punctuation() -> None:
+    assert grade(Grader("exact", "river!"), "river!")
+    assert not grade(Grader("exact", "river!"), "river")
+
+
+def test_unknown_grader_type_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown grader"):
+        grade(Grader("regex", "x"), "x")  # type: ignore[arg-type]

@@ -1,0 +1,113 @@
+"""Oracle labels from scripted runs, cassette replay, the bootstrap, and `rein route eval` on labels."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from agent.cli.main import main
+from agent.messages import ModelRequest
+from agent.models import CassetteModel, FunctionModel
+from agent.routing.bootstrap import mean_interval, ratio_interval
+from agent.routing.oracle import ModeRun, load_oracle, oracle_label, score_oracle
+from scenarios.routing_tasks import load_tasks
+from scenarios.routing_tasks.labeling import label_tasks
+from scenarios.routing_tasks.labeling import main as label_main
+
+TASKS = load_tasks(split="test")
+PICK = [next(t for t in TASKS if t.family == f) for f in ("trivia", "gsm8k", "bignum", "convert")]
+
+
+def _answers_only_when_reasoning(request: ModelRequest) -> str:
+    """A model that knows every gold answer but says it only when told to think step by step."""
+    system = request.messages[0].text if request.messages else ""
+    user = next(m.text for m in reversed(request.messages) if m.role == "user")
+    task = next(t for t in PICK if t.query == user)
+    if "step by step" in system:
+        return f"<reasoning>working it out</reasoning>{task.grader.answer}"
+    if task.family == "convert":  # instant knows conversions
+        return task.grader.answer
+    return "I am not sure."
+
+
+def test_oracle_label_is_the_cheapest_mode_that_succeeded() -> None:
+    runs = {"instant": ModeRun(False, 10), "reasoning": ModeRun(True, 90), "agentic": ModeRun(True, 60)}
+    assert oracle_label(runs) == "agentic"
+    runs["instant"] = ModeRun(True, 60)
+    assert oracle_label(runs) == "instant"  # a tie goes to the cheaper mode
+    assert oracle_label({m: ModeRun(False, 1) for m in runs}) == "none"
+
+
+def test_labeling_scripted_model_and_replaying_its_cassette(tmp_path: Path) -> None:
+    cassette = tmp_path / "function.jsonl"
+    model = CassetteModel(cassette, FunctionModel(_answers_only_when_reasoning), mode="auto")
+    rows, skipped = asyncio.run(label_tasks(model, PICK, model_name="function"))
+    assert skipped == []
+    labels = {r.id.split("-")[0]: r.oracle for r in rows}
+    assert labels == {"trivia": "reasoning", "gsm8k": "reasoning", "bignum": "reasoning", "convert": "instant"}
+    assert all(r.runs["instant"].tokens > 0 and r.runs["agentic"].steps >= 1 for r in rows)
+    assert not rows[0].runs["instant"].success
+    # replay: no inner model at all, the same labels and tokens
+    replayed, _ = asyncio.run(label_tasks(CassetteModel(cassette, mode="replay"), PICK, model_name="function"))
+    assert [(r.oracle, {m: x.tokens for m, x in r.runs.items()}) for r in replayed] == \
+        [(r.oracle, {m: x.tokens for m, x in r.runs.items()}) for r in rows]
+
+
+def test_labeling_command_replays_and_route_eval_reports_intervals(tmp_path: Path, capsys) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(t.as_json()) + "\n" for t in PICK))
+    cassettes = tmp_path / "cassettes"
+    asyncio.run(label_tasks(CassetteModel(cassettes / "echo.jsonl", FunctionModel(_answers_only_when_reasoning)),
+                            PICK, model_name="echo"))
+    out = tmp_path / "labels.jsonl"
+    assert label_main(["--model", "echo", "--tasks", str(tasks), "--cassettes", str(cassettes), "--replay",
+                       "--out", str(out)]) == 0
+    assert "reasoning 3" in capsys.readouterr().out
+    assert len(load_oracle(out, model="echo")) == 4
+    assert main(["route", "eval", "--data", str(out), "--model", "echo", "--router", "self", "--json",
+                 "--samples", "200"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["n"] == 4 and report["labels"]["reasoning"] == 3
+    assert report["strategies"]["oracle"]["accuracy"]["value"] == 1.0
+    assert report["strategies"]["always-reasoning"]["accuracy"]["value"] == 1.0
+    assert report["strategies"]["always-instant"]["accuracy"]["value"] == 0.25
+    assert 0.0 <= report["agreement"]["low"] <= report["agreement"]["value"] <= report["agreement"]["high"]
+    assert main(["route", "eval", "--data", str(out), "--model", "nobody", "--router", "self"]) == 2
+
+
+def test_bootstrap_interval_covers_the_mean_and_narrows_with_n() -> None:
+    small = mean_interval([1, 0] * 10, samples=500)
+    large = mean_interval([1, 0] * 500, samples=500)
+    assert small.value == large.value == 0.5
+    assert small.low < 0.5 < small.high and large.low < 0.5 < large.high
+    assert (large.high - large.low) < (small.high - small.low) / 3
+    assert mean_interval([1, 1, 1]).as_dict() == {"value": 1.0, "low": 1.0, "high": 1.0}
+    assert mean_interval([1, 0] * 10, samples=300, seed=7) == mean_interval([1, 0] * 10, samples=300, seed=7)
+
+
+def test_bootstrap_cost_of_pass_is_undefined_without_a_pass() -> None:
+    none = ratio_interval([10, 10], [0, 0], samples=100)
+    assert none.value is None and none.high is None
+    one = ratio_interval([10, 10, 10, 10], [1, 0, 0, 0], samples=400)
+    assert one.value == pytest.approx(40.0)
+    assert one.high is None  # some resamples hold no pass: the upper end is infinite
+    sure = ratio_interval([5] * 50, [1] * 50, samples=100)
+    assert sure.value == sure.low == sure.high == 5.0
+    assert math.isfinite(sure.low)
+
+
+def test_score_oracle_pairs_strategies_on_the_same_rows() -> None:
+    from agent.routing.oracle import OracleRow
+
+    rows = [OracleRow(str(i), "q", "m", {"instant": ModeRun(i % 2 == 0, 10), "reasoning": ModeRun(True, 50),
+                                         "agentic": ModeRun(True, 200)}) for i in range(20)]
+    rows = [OracleRow(r.id, r.query, r.model, r.runs, oracle=oracle_label(r.runs)) for r in rows]
+    report = score_oracle(rows, [r.oracle for r in rows], samples=200)
+    assert report.agreement.value == 1.0
+    assert report.strategies["routed"].accuracy.value == 1.0
+    assert report.strategies["oracle"].tokens_per_pass.value == pytest.approx((10 * 10 + 10 * 50) / 20)
+    assert report.strategies["always-instant"].accuracy.value == 0.5
