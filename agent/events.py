@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from agent.terminations import Termination
+
 
 @dataclass(frozen=True)
 class ModeDecided:
@@ -93,7 +95,7 @@ class FinalAnswer:
 
     text: str
     """The agent's last answer text (may be empty)."""
-    termination: str
+    termination: Termination
     """Why the turn ended."""
     type: Literal["final"] = "final"
 

@@ -17,9 +17,13 @@ class Price(BaseModel):
     output_per_mtok: float = 0.0
     """Dollars per million output tokens."""
 
+    def dollars(self, input_tokens: float, output_tokens: float) -> float:
+        """Dollar cost of these token counts (fractional ones too: per-query averages)."""
+        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
+
     def cost(self, usage: Usage) -> float:
         """Dollar cost of the given usage."""
-        return (usage.input_tokens * self.input_per_mtok + usage.output_tokens * self.output_per_mtok) / 1e6
+        return self.dollars(usage.input_tokens, usage.output_tokens)
 
 
 # List prices, matched by model name prefix (longest prefix wins). Local and test models are free

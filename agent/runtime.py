@@ -24,7 +24,7 @@ from agent.messages import Message, ModelSettings, Usage
 from agent.models import Model, resolve_model
 from agent.modes import PLAIN_AGENTIC, ModeConfig, StepLimits
 from agent.terminations import Termination
-from agent.thread_lease import ThreadLeases, leases_for
+from agent.thread_lease import Hold, ThreadLeases, leases_for
 from tools import Tool, Toolkit
 
 T = TypeVar("T")
@@ -43,7 +43,8 @@ class RunResult:
     agent/terminations.py."""
     messages: list[Message]
     """Messages this run added: for a new turn the input message(s) first, then everything the
-    graph appended; for a resume or a continue, only what was appended after it."""
+    graph appended; for a resume or a continue, only what was appended after it (a resume never
+    repeats what the paused run returned, so a turn is its first result joined with its resumes')."""
     ledger: CostLedger
     """What this turn spent."""
     mode: str | None = None
@@ -56,6 +57,14 @@ class RunResult:
     """Error detail for model_error, tool_error and too_many_errors."""
     events: list[StreamEvent] = field(default_factory=list)
     """Every stream event of the turn."""
+    appended_from: int = 0
+    """Where the graph's own messages start in `messages`: after the input message(s) of a new
+    turn, 0 for a resume or a continue."""
+
+    @property
+    def produced(self) -> list[Message]:
+        """The messages the graph appended this run: `messages` without the inputs."""
+        return self.messages[self.appended_from :]
 
     @property
     def usage(self) -> Usage:
@@ -185,6 +194,18 @@ class Agent:
             self._leases = leases_for(self.checkpointer_spec, self)
         return self._leases
 
+    @contextlib.asynccontextmanager
+    async def hold_thread(self, thread_id: str) -> AsyncIterator[Hold]:
+        """Hold a thread across several steps of this task: turns it starts on the thread run inside
+        the hold, while turns of other tasks and processes wait (up to thread_wait_s) until it ends.
+
+        For a read that decides what turn to run (the server reconciling a request with the thread):
+        nobody can change the thread between the read and the turn.
+        """
+        await self._graph_for_loop()
+        async with self._thread_leases().hold(thread_id, self.thread_wait_s, share=True) as hold:
+            yield hold
+
     async def astream(
         self,
         message: str | Message | list[Message] | None,
@@ -236,6 +257,7 @@ class Agent:
                 new = _as_messages(message)
                 if collect is not None:
                     collect.messages.extend(new)
+                    collect.appended_from = len(collect.messages)
                 known = mode or (self.deps.mode_policy.mode if isinstance(self.deps.mode_policy, FixedMode) else None)
                 inputs = {"messages": [m.model_dump() for m in new], "turn": new_turn()}
                 if known:

@@ -45,6 +45,9 @@ LEASE_TABLE = "rein_thread_leases"
 _RUNNING: contextvars.ContextVar[tuple[tuple[Hashable, object], ...]] = contextvars.ContextVar(
     "rein_running_threads", default=()
 )
+# Holds taken with share=True in this context: a turn this context starts on the same thread joins
+# the hold instead of waiting for it (the server reads a thread and runs its turn under one hold).
+_SHARED: contextvars.ContextVar[tuple[Hold, ...]] = contextvars.ContextVar("rein_shared_holds", default=())
 
 
 # --- in-process ---------------------------------------------------------------------------
@@ -429,11 +432,19 @@ class ThreadLeases:
         self.locks = locks
 
     @contextlib.asynccontextmanager
-    async def hold(self, thread_id: str, wait_s: float | None) -> AsyncIterator[Hold]:
-        """Hold thread_id for a turn, waiting up to wait_s (None: as long as it takes)."""
+    async def hold(self, thread_id: str, wait_s: float | None, *, share: bool = False) -> AsyncIterator[Hold]:
+        """Hold thread_id for a turn, waiting up to wait_s (None: as long as it takes).
+
+        share=True lets holds asked for later in this context (not in other tasks' contexts) on
+        the same thread join this one: reads and the turn they decide on happen under one hold.
+        """
         key = (self.scope, thread_id)
         if any(k == key and self.locks.owner(k) is t for k, t in _RUNNING.get()):
             raise ThreadBusy(thread_id, "a turn of this thread started it; a turn cannot wait for itself")
+        for shared in _SHARED.get():
+            if shared.key == key and self.locks.owner(key) is shared.token:
+                yield shared
+                return
         deadline = None if wait_s is None else time.monotonic() + wait_s
         token = await self.locks.acquire(key, deadline)
         if token is None:
@@ -448,7 +459,14 @@ class ThreadLeases:
                 except _Busy as busy:
                     raise ThreadBusy(thread_id, f"{busy} (waited {wait_s:g} s)") from None
                 beat = asyncio.create_task(self._heartbeat(thread_id, hold, handle))
-            yield hold
+            if not share:
+                yield hold
+            else:
+                mark = _SHARED.set((*_SHARED.get(), hold))
+                try:
+                    yield hold
+                finally:
+                    _SHARED.reset(mark)
         finally:
             try:
                 if beat is not None:

@@ -24,6 +24,7 @@ _EXPORTS = {
     "extract_with_model": "graphs.llm_extract",
     "save_graph": "graphs.store",
     "load_graph": "graphs.store",
+    "StoreLocation": "graphs.store",
     "to_pyg": "graphs.pyg",
     "Hit": "graphs.retriever",
     "Provenance": "graphs.retriever",

@@ -9,7 +9,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-import networkx as nx
+from agent.extras import needs_extra
+
+with needs_extra("graphs", "QuadGraph retrieval"):
+    import networkx as nx
 
 from graphs.corpus import DocTriples, Passage
 from graphs.embedding import Embedder, resolve_embedder

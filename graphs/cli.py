@@ -27,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="extract triples offline (default without --triples) or with --model")
     b.add_argument("--model", default=None, help="rein model for --extractor llm (e.g. local:qwen2.5-coder-0.5b)")
     _build_options(b)
+    _store_option(b, "where to write the embeddings")
+    b.add_argument("--store-name", default=None, help="the graph's name in a shared store (default: the folder name)")
     b.add_argument("--overwrite", action="store_true", help="replace an existing graph folder")
     b.add_argument("--json", action="store_true", help="print the summary as JSON")
 
@@ -41,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--steps", type=int, default=400)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--time-limit", type=float, default=None, help="stop training after this many seconds")
+    _store_option(t)
     t.add_argument("--json", action="store_true")
 
     q = sub.add_parser("query", help="retrieve passages for one query")
@@ -49,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     q.add_argument("--retriever", choices=_RETRIEVERS, default="gfm")
     q.add_argument("--model", default=None, help="GFM checkpoint (default: shipped)")
     q.add_argument("-k", type=int, default=5)
+    _store_option(q)
     q.add_argument("--json", action="store_true")
 
     e = sub.add_parser("eval", help="Recall@2/@5 per retriever on MuSiQue-layout files")
@@ -58,8 +62,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--retriever", action="append", choices=_RETRIEVERS, help="repeatable; default: all four")
     e.add_argument("--model", default=None, help="GFM checkpoint (default: shipped)")
     e.add_argument("--graph", default=None, help="graph folder to reuse (built and saved there when absent)")
+    _store_option(e, "where a built graph's embeddings go, or where to read a reused graph's")
     _build_options(e)
     e.add_argument("--json", action="store_true")
+
+
+def _store_option(p: argparse.ArgumentParser, what: str = "where to read the embeddings") -> None:
+    p.add_argument("--store", default=None, metavar="PATH|URL",
+                   help=f"{what}: a chromadb folder or a Chroma server URL such as http://127.0.0.1:8001 "
+                        "(default: the graph folder's own chroma/, or the store it was built into)")
 
 
 def _build_options(p: argparse.ArgumentParser) -> None:
@@ -121,8 +132,9 @@ def _run_build(args: argparse.Namespace) -> int:
 
     corpus = load_corpus(args.corpus)
     qg = _build(args, corpus, _embedder(args))
-    save_graph(qg, args.out, overwrite=args.overwrite)
-    summary = {"folder": str(Path(args.out).resolve()), **load_graph(args.out).stats(),
+    save_graph(qg, args.out, overwrite=args.overwrite, store=args.store, name=args.store_name)
+    loaded = load_graph(args.out, store=args.store)
+    summary = {"folder": str(Path(args.out).resolve()), "store": loaded.meta["store"].describe(), **loaded.stats(),
                "extractor": qg.meta.get("extractor"), "timings_s": qg.meta.get("build_timings")}
     print(json.dumps(summary, indent=2) if args.json else _format_summary(summary))
     return 0
@@ -131,7 +143,7 @@ def _run_build(args: argparse.Namespace) -> int:
 def _format_summary(summary: dict[str, Any]) -> str:
     nodes = ", ".join(f"{k} {v}" for k, v in summary["nodes"].items())
     rels = ", ".join(f"{k} {v}" for k, v in summary["relations"].items())
-    return f"graph saved to {summary['folder']}\nnodes: {nodes}\nrelations: {rels}"
+    return f"graph saved to {summary['folder']} (embeddings in {summary['store']})\nnodes: {nodes}\nrelations: {rels}"
 
 
 def _run_train(args: argparse.Namespace) -> int:
@@ -146,7 +158,7 @@ def _run_train(args: argparse.Namespace) -> int:
         raise UserFacingError("--steps must be at least 1")
     if not str(args.out).endswith(".pt"):
         raise UserFacingError("--out must end in .pt")
-    qg = load_graph(args.graph)
+    qg = load_graph(args.graph, store=args.store)
     train_q: list[Any] = []
     val_q: list[Any] = []
     if args.questions:
@@ -178,7 +190,7 @@ def _run_query(args: argparse.Namespace) -> int:
         raise UserFacingError("-k must be at least 1")
     if not args.query.strip():
         raise UserFacingError("the query is empty")
-    qg = load_graph(args.graph)
+    qg = load_graph(args.graph, store=args.store)
     retriever = make_retriever(args.retriever, qg, _embedder(args), args.model)
     hits = retriever.retrieve(args.query, args.k)
     if args.json:
@@ -197,6 +209,9 @@ def _run_eval(args: argparse.Namespace) -> int:
     from graphs.retrievers import make_retriever
     from graphs.store import MANIFEST, load_graph, save_graph
 
+    if args.store and not args.graph:
+        # A throwaway graph must not take a name in a shared store.
+        raise UserFacingError("--store needs --graph: the folder that names the graph in the store")
     corpus = load_corpus(args.corpus)
     questions = load_questions(args.questions, corpus)
     names = list(dict.fromkeys(args.retriever or _RETRIEVERS))
@@ -205,12 +220,12 @@ def _run_eval(args: argparse.Namespace) -> int:
         folder = Path(args.graph) if args.graph else Path(tmp) / "graph"
         t = time.perf_counter()
         if (folder / MANIFEST).is_file():
-            qg = load_graph(folder)
+            qg = load_graph(folder, store=args.store)
             if [(p.title, p.text) for p in qg.passages()] != [(p.title, p.text) for p in corpus]:
                 raise UserFacingError(f"graph folder {folder} was built from a different corpus; pass another --graph")
         else:
-            save_graph(_build(args, corpus, embedder), folder)
-            qg = load_graph(folder)
+            save_graph(_build(args, corpus, embedder), folder, store=args.store)
+            qg = load_graph(folder, store=args.store)
         graph_s = time.perf_counter() - t
         retrievers = {name: make_retriever(name, qg, embedder, args.model) for name in names}
         trained: list[str] = []

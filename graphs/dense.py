@@ -5,10 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from agent.extras import needs_extra
 from graphs.embedding import Embedder
 from graphs.quadgraph import Layer, QuadGraph
 from graphs.retriever import Provenance, Retriever
-from graphs.store import CHROMA_DIR, chroma_client, collection_name
+from graphs.store import open_collection
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,17 +27,16 @@ class DenseRetriever(Retriever):
     """How many nearest passages chromadb returns per query; the others score -2."""
 
     def __init__(self, qg: QuadGraph, embedder: Embedder) -> None:
-        import chromadb
-        from chromadb.config import Settings
+        with needs_extra("graphs", "QuadGraph retrieval"):
+            import chromadb
+            from chromadb.config import Settings
 
         self.qg = qg
         self.embed = embedder
         self.passages = qg.passages()
         self._row_of = {n: i for i, n in enumerate(qg.documents())}
-        folder = qg.meta.get("folder")
-        if folder:
-            client = chroma_client(f"{folder}/{CHROMA_DIR}")
-            self.collection = client.get_collection(collection_name(Layer.DOCUMENT), embedding_function=None)
+        if qg.meta.get("folder"):
+            self.collection = open_collection(qg, Layer.DOCUMENT)
         else:
             client = chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False))
             ids, vecs = qg.layer_matrix(Layer.DOCUMENT)

@@ -30,12 +30,15 @@ class RetrievalNode:
         k: int = 5,
         model: str | Path | None = None,
         max_chars: int = 1200,
+        store: str | None = None,
     ) -> None:
         self.k = k
         self.retriever = retriever
         # Traces name the data source by the graph folder.
         self.source = Path(graph_dir).name if graph_dir else retriever
-        self.tool = retrieval_toolkit(graph_dir, retriever=retriever, model=model, max_chars=max_chars)["retrieve"]
+        self.tool = retrieval_toolkit(
+            graph_dir, retriever=retriever, model=model, max_chars=max_chars, store=store
+        )["retrieve"]
 
     async def before_turn(self, ctx: InterventionContext) -> Plant | None:
         """Retrieve for the latest user message; nothing when there is none."""

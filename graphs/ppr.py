@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import networkx as nx
+from agent.extras import needs_extra
+
+with needs_extra("graphs", "QuadGraph retrieval"):
+    import networkx as nx
 
 from graphs.embedding import Embedder
 from graphs.linking import EntityLinker, LinkerOptions

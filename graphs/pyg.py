@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agent.extras import needs_extra
 from graphs.quadgraph import LAYERS, QuadGraph
 
 if TYPE_CHECKING:
@@ -42,9 +43,10 @@ class PygGraph:
 
 def to_pyg(qg: QuadGraph) -> PygGraph:
     """Convert: each edge u→v of relation r also appears as v→u with relation r + R."""
-    import numpy as np
-    import torch
-    from torch_geometric.data import Data
+    with needs_extra("graphs", "QuadGraph retrieval"):
+        import numpy as np
+        import torch
+        from torch_geometric.data import Data
 
     if qg.embeddings is None:
         raise ValueError("the graph has no node embeddings; build or load it first")

@@ -7,7 +7,10 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-import networkx as nx
+from agent.extras import needs_extra
+
+with needs_extra("graphs", "QuadGraph retrieval"):
+    import networkx as nx
 
 from graphs.corpus import Passage
 

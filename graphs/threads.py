@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+from agent.extras import needs_extra
+
 
 def thread_count() -> int:
     """`$REIN_THREADS`, or 1."""
@@ -22,7 +24,8 @@ def thread_count() -> int:
 def limit_threads(n: int | None = None) -> int:
     """Cap torch intra-op threads and BLAS/OpenMP pools at n (default: thread_count()); returns n."""
     n = n or thread_count()
-    import torch
+    with needs_extra("graphs", "QuadGraph retrieval"):
+        import torch
 
     torch.set_num_threads(n)
     try:

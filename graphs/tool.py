@@ -25,12 +25,15 @@ def retrieval_toolkit(
     retriever: str = "gfm",
     model: str | Path | None = None,
     max_chars: int = 1200,
+    store: str | None = None,
 ) -> Toolkit:
     """A toolkit with one READ tool that retrieves passages, each with its provenance.
 
     graph_dir: a folder written by `rein graph build` (default: $REIN_GRAPH_DIR, so that agent
     specs can list the toolkit by name); retriever: bm25, dense, ppr or gfm; model: GFM
-    checkpoint (default: the shipped one); max_chars: passage text cut for the model.
+    checkpoint (default: the shipped one); max_chars: passage text cut for the model; store:
+    where the embeddings are, a chromadb folder or a Chroma server URL (default: $REIN_GRAPH_STORE,
+    else where the graph was built into).
     """
     graph_dir = graph_dir or os.environ.get("REIN_GRAPH_DIR")
     if not graph_dir:
@@ -40,7 +43,7 @@ def retrieval_toolkit(
         )
     if retriever not in RETRIEVERS:
         raise GraphInputError(f"unknown retriever {retriever!r}; choose from {', '.join(RETRIEVERS)}")
-    qg = load_graph(graph_dir)
+    qg = load_graph(graph_dir, store=store or os.environ.get("REIN_GRAPH_STORE") or None)
     engine = make_retriever(retriever, qg, checkpoint=model)
 
     @tool(kind=ToolKind.READ, timeout_s=60.0)

@@ -1,7 +1,8 @@
 """A small numpy classifier over sentence embeddings: softmax regression or a one-hidden-layer MLP.
 
-Trained full-batch with Adam and class-balanced weights; saved as a few arrays in an .npz file
-(no pickles), so the offline detector needs nothing beyond numpy at run time.
+Trained full-batch with Adam and class-balanced weights (agent.softmax.fit_adam, the trainer the
+offline router shares); saved as a few arrays in an .npz file (no pickles), so the offline
+detector needs nothing beyond numpy at run time.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from agent.errors import UserFacingError
+from agent.softmax import Layer, fit_adam, forward, softmax
 
 FORMAT = "rein-turn-classifier/1"
 
@@ -24,7 +26,7 @@ class TurnClassifier:
 
     labels: list[str]
     """Class names, in column order."""
-    layers: list[tuple[np.ndarray, np.ndarray]]
+    layers: list[Layer]
     """(weights, bias) per layer; ReLU between layers."""
     meta: dict[str, Any] = field(default_factory=dict)
     """How it was trained (features, data, hyperparameters, held-out metrics)."""
@@ -39,7 +41,7 @@ class TurnClassifier:
         x = np.asarray(x, dtype=np.float32)
         if x.ndim != 2 or x.shape[1] != self.input_dim:
             raise ValueError(f"expected feature rows of width {self.input_dim}, got shape {x.shape}")
-        return _softmax(_forward(self.layers, x)[-1])
+        return softmax(forward(self.layers, x)[-1])
 
     def save(self, path: str | Path) -> None:
         """Write the classifier as an .npz of plain arrays."""
@@ -78,21 +80,6 @@ class TurnClassifier:
         return cls(labels=labels, layers=layers, meta=meta)
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def _forward(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> list[np.ndarray]:
-    """Activations per layer: hidden layers after ReLU, the last one as logits."""
-    outs = [x]
-    for i, (w, b) in enumerate(layers):
-        z = outs[-1] @ w + b
-        outs.append(np.maximum(z, 0.0) if i < len(layers) - 1 else z)
-    return outs
-
-
 @dataclass
 class TrainConfig:
     """Hyperparameters of train_classifier."""
@@ -124,29 +111,10 @@ def train_classifier(x: np.ndarray, y: np.ndarray, labels: list[str], config: Tr
     counts = np.bincount(y, minlength=k).astype(np.float64)
     class_w = np.where(counts > 0, n / (k * np.maximum(counts, 1)), 0.0) if cfg.balanced else np.ones(k)
     sample_w = class_w[y] / class_w[y].sum()
-    onehot = np.eye(k)[y]
     sizes = [d, cfg.hidden, k] if cfg.hidden else [d, k]
     layers = [
         (rng.normal(0, np.sqrt(2.0 / a), (a, b)), np.zeros(b)) for a, b in zip(sizes, sizes[1:], strict=False)
     ]
-    params = [p for layer in layers for p in layer]
-    m = [np.zeros_like(p) for p in params]
-    v = [np.zeros_like(p) for p in params]
-    b1, b2, eps = 0.9, 0.999, 1e-8
-    for step in range(1, cfg.epochs + 1):
-        acts = _forward(layers, x)
-        grad = (_softmax(acts[-1]) - onehot) * sample_w[:, None]
-        grads: list[np.ndarray] = []
-        for i in range(len(layers) - 1, -1, -1):
-            w, _ = layers[i]
-            gw = acts[i].T @ grad + cfg.l2 * w
-            gb = grad.sum(axis=0)
-            grads = [gw, gb, *grads]
-            if i:
-                grad = (grad @ w.T) * (acts[i] > 0)
-        for j, (p, g) in enumerate(zip(params, grads, strict=True)):
-            m[j] = b1 * m[j] + (1 - b1) * g
-            v[j] = b2 * v[j] + (1 - b2) * g * g
-            p -= cfg.lr * (m[j] / (1 - b1**step)) / (np.sqrt(v[j] / (1 - b2**step)) + eps)
+    fit_adam(layers, x, y, epochs=cfg.epochs, lr=cfg.lr, l2=cfg.l2, sample_weight=sample_w)
     out = [(w.astype(np.float32), b.astype(np.float32)) for w, b in layers]
     return TurnClassifier(labels=list(labels), layers=out, meta={"train": vars(cfg) | {"rows": n}})

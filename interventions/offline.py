@@ -113,9 +113,11 @@ def context_cues(text: str, history: History) -> list[float]:
 
 def turn_features(texts: Sequence[str], histories: Sequence[History], blocks: Sequence[str] = FEATURE_BLOCKS) -> np.ndarray:
     """Feature rows for user turns and the turns before each."""
-    import numpy as np
-
     from agent.embeddings import EMBEDDING_DIM, embed_texts
+    from agent.extras import needs_extra
+
+    with needs_extra("local", "the offline ReIn detector"):
+        import numpy as np
 
     unknown = [b for b in blocks if b not in KNOWN_BLOCKS]
     if unknown:
@@ -192,7 +194,10 @@ class OfflineDetector:
         """The classifier, loaded on first use."""
         if self._classifier is None:
             from agent.errors import UserFacingError
-            from interventions.classifier import TurnClassifier
+            from agent.extras import needs_extra
+
+            with needs_extra("local", "the offline ReIn detector"):
+                from interventions.classifier import TurnClassifier
 
             if not self.path.exists():
                 raise UserFacingError(

@@ -1,8 +1,8 @@
 """Reading scenarios from files: rein scenario YAML/JSON and tau2-bench tasks.json.
 
-Every problem raises ScenarioFileError (a UserFacingError) naming the file, the scenario (index
-and id), the field path and the reason; tasks.json problems raise tau2_tasks.TaskFileError,
-which names the same things.
+Every problem raises ScenarioFileError (a UserFacingError, scenarios/errors.py) naming the file,
+the scenario (index and id), the field path and the reason; tasks.json problems raise its
+subclass TaskFileError, which names the same things.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent.errors import UserFacingError
+from scenarios.errors import ScenarioFileError
 from scenarios.format import (
     Evaluation,
     Scenario,
@@ -30,38 +30,6 @@ SCENARIO_SUFFIXES = (".yaml", ".yml", ".json")
 
 TAU2_DOMAINS = ("mock", "retail", "airline")
 """Domains a tasks.json can belong to when its tasks do not say."""
-
-
-class ScenarioFileError(UserFacingError):
-    """A scenario file that cannot be read or does not match the scenario format."""
-
-    def __init__(
-        self,
-        path: Path,
-        reason: str,
-        *,
-        index: int | None = None,
-        document: int | None = None,
-        scenario_id: str | None = None,
-        field: str | None = None,
-    ) -> None:
-        where = [str(path)]
-        named = f" (id {scenario_id!r})" if scenario_id else ""
-        if document is not None:
-            where.append(f"document {document}{named}")
-        elif index is not None:
-            where.append(f"scenario #{index}{named}")
-        if field:
-            where.append(field)
-        super().__init__(": ".join([*where, reason]))
-        self.path = path
-        self.index = index
-        """Position of the scenario in a JSON array or tasks.json, from 0."""
-        self.document = document
-        """Number of the YAML document in a multi-document file, from 1 (as editors count)."""
-        self.scenario_id = scenario_id
-        self.field = field
-        self.reason = reason
 
 
 def load_scenarios(path: str | Path, *, domain: str | None = None) -> list[Scenario]:

@@ -31,7 +31,7 @@ from agent.modes import StepLimits
 from agent.plant import PLANTED
 from agent.runtime import Agent, RunResult
 from scenarios.format import Scenario, ScriptStep, SimulatedUserConfig
-from scenarios.trajectory import Termination, Trajectory, TrajectoryMessage, TurnMetrics
+from scenarios.trajectory import ScenarioTermination, Trajectory, TrajectoryMessage, TurnMetrics
 from scenarios.users.base import User, UserSimulationError, UserView
 from scenarios.users.error_turns import build_context
 from scenarios.users.injecting import ErrorInjectingUser
@@ -44,13 +44,13 @@ TRANSFER_TOOL = "transfer_to_human_agents"
 AGENT_STOP = "###STOP###"
 # A turn that reaches the agent's per-turn step limit ends that turn only (the user answers next),
 # so "max_steps" from the runtime is not a dialogue end; the turn's metrics record it.
-_RUNTIME_ENDS: dict[str, Termination] = {
+_RUNTIME_ENDS: dict[str, ScenarioTermination] = {
     "too_many_errors": "too_many_errors",
     "model_error": "model_error",
     "tool_error": "tool_error",
     "interrupted": "interrupted",
 }
-_USER_SIGNALS: dict[str, Termination] = {"stop": "user_stop", "transfer": "transfer", "out_of_scope": "out_of_scope"}
+_USER_SIGNALS: dict[str, ScenarioTermination] = {"stop": "user_stop", "transfer": "transfer", "out_of_scope": "out_of_scope"}
 
 
 class ScenarioSetupError(RuntimeError):
@@ -215,7 +215,7 @@ async def _converse(scenario: Scenario, agent: Agent, user: User, trajectory: Tr
         carry.append(greeting)
     steps = tool_errors = turn = 0
     last_calls: list[Any] = []
-    end: Termination | None = None
+    end: ScenarioTermination | None = None
     detail: str | None = None
     while end is None:
         try:
@@ -295,31 +295,14 @@ async def _agent_turn(agent: Agent, messages: list[Message], thread: str) -> Run
     """One agent turn, without the input messages in result.messages. Tool approvals are granted
     (a simulation has no human), a bounded number of times."""
     result = await agent.ainvoke(messages, thread)
-    result.messages = _without_inputs(result.messages, messages)
+    result.messages, result.appended_from = result.produced, 0
     for _ in range(8):
         if result.termination != "interrupted" or not result.pending_approval:
             break
         more = await agent.aresume(thread, True)
-        # A resumed result may repeat the turn so far or hold only what is new; keep each once.
-        more.messages = _after_prefix(more.messages, result.messages)
-        more.messages = result.messages + _without_inputs(more.messages, messages)
-        more.ledger = CostLedger(entries=_after_prefix(more.ledger.entries, result.ledger.entries, True))
-        more.interventions = result.interventions + _after_prefix(more.interventions, result.interventions)
+        # A resume's result holds only what it added (RunResult.messages): the turn is both joined.
+        more.messages = result.messages + more.messages
+        more.ledger = CostLedger(entries=[*result.ledger.entries, *more.ledger.entries])
+        more.interventions = result.interventions + more.interventions
         result = more
     return result
-
-
-def _without_inputs(produced: list[Message], sent: list[Message]) -> list[Message]:
-    i = 0
-    for s in sent:
-        if i < len(produced) and produced[i].role == s.role and produced[i].text == s.text:
-            i += 1
-    while i < len(produced) and produced[i].role == "user":
-        i += 1
-    return produced[i:]
-
-
-def _after_prefix(items: list[Any], prefix: list[Any], keep_prefix: bool = False) -> list[Any]:
-    if prefix and items[: len(prefix)] == prefix:
-        return items if keep_prefix else items[len(prefix) :]
-    return (prefix + items) if keep_prefix else items

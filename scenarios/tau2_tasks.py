@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
-from agent.errors import UserFacingError
+from scenarios.errors import TaskFileError
 
 Requestor = Literal["assistant", "user"]
 RewardType = Literal["DB", "ENV_ASSERTION", "NL_ASSERTION", "ACTION", "COMMUNICATE"]
@@ -185,31 +185,6 @@ class Task(_Model):
     """Grading; None means every run passes."""
 
 
-class TaskFileError(UserFacingError):
-    """A tasks file that cannot be read or does not match the Task format."""
-
-    def __init__(
-        self,
-        path: Path,
-        reason: str,
-        *,
-        index: int | None = None,
-        task_id: str | None = None,
-        field: str | None = None,
-    ) -> None:
-        where = [str(path)]
-        if index is not None:
-            where.append(f"task #{index}" + (f" (id {task_id!r})" if task_id is not None else ""))
-        if field:
-            where.append(field)
-        super().__init__(": ".join([*where, reason]))
-        self.path = path
-        self.index = index
-        self.task_id = task_id
-        self.field = field
-        self.reason = reason
-
-
 # Tags and wrapper names pydantic puts in error locations that are not field names.
 _NON_FIELD_LOCS = {"text", "structured"}
 
@@ -249,7 +224,7 @@ def parse_tasks(data: Any, path: Path) -> list[Task]:
             more = exc.error_count() - 1
             if more:
                 reason += f"; and {more} more error{'s' if more > 1 else ''} in this task"
-            raise TaskFileError(path, reason, index=index, task_id=shown_id, field=loc) from None
+            raise TaskFileError(path, reason, index=index, scenario_id=shown_id, field=loc) from None
         if task.id in seen:
             raise TaskFileError(
                 path,

@@ -3,29 +3,27 @@ the termination reason, and what the agent and the simulated user spent."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.messages import Message
+from agent.terminations import Termination
 
-Termination = Literal[
+ScenarioEnd = Literal[
     "user_stop",
-    "agent_stop",
-    "environment_done",
     "transfer",
     "out_of_scope",
-    "max_steps",
-    "too_many_errors",
-    "model_error",
-    "tool_error",
     "user_error",
-    "interrupted",
     "setup_error",
     "internal_error",
     "worker_lost",
 ]
-"""Why a conversation ended.
+"""Ends only a conversation has: the user's signals and the harness's failures (see
+ScenarioTermination)."""
+
+ScenarioTermination = Literal[Termination, ScenarioEnd]
+"""Why a conversation ended: an agent turn's Termination (agent/terminations.py), or a ScenarioEnd.
 
 user_stop / out_of_scope: the user sent ###STOP### / ###OUT-OF-SCOPE###; agent_stop: the agent
 said ###STOP###; environment_done: the agent's environment ended the episode (a jigsaw answer or
@@ -37,7 +35,10 @@ interrupted: a tool approval could not be resolved; setup_error: the environment
 built (e.g. a bad initial state); internal_error: rein itself failed (a bug; the detail says
 where); worker_lost: the worker process running it died (a distributed backend) on every try."""
 
-NORMAL_ENDS: tuple[str, ...] = ("user_stop", "agent_stop", "transfer", "out_of_scope", "environment_done")
+SCENARIO_TERMINATIONS: tuple[ScenarioTermination, ...] = get_args(Termination) + get_args(ScenarioEnd)
+"""Every ScenarioTermination: the runtime's first, then the scenario-level ends."""
+
+NORMAL_ENDS: tuple[ScenarioTermination, ...] = ("user_stop", "agent_stop", "transfer", "out_of_scope", "environment_done")
 """Terminations after which a run is graded; any other one scores 0 (as in tau2)."""
 
 Source = Literal["greeting", "user", "agent", "tool", "intervention"]
@@ -76,7 +77,7 @@ class TurnMetrics(BaseModel):
     """Wall time of the agent's answer."""
     mode: str | None = None
     """Mode the turn ran in."""
-    runtime_termination: str | None = None
+    runtime_termination: Termination | None = None
     """How the agent's turn ended (agent_stop, max_steps, …)."""
     interventions: list[str] = Field(default_factory=list)
     """Interventions that planted something this turn."""
@@ -96,7 +97,7 @@ class Trajectory(BaseModel):
     """Seed the run used."""
     domain: str = ""
     """Domain or toolkit name."""
-    termination: Termination = "user_stop"
+    termination: ScenarioTermination = "user_stop"
     """Why the conversation ended."""
     termination_detail: str | None = None
     """Error text or the limit that was hit."""

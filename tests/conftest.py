@@ -1,4 +1,5 @@
-"""Suite-wide settings: no hub access, and rein's home (threads DB, caches) in a temp folder."""
+"""Suite-wide settings: no hub access, no network beyond this machine, and rein's home (threads
+DB, caches) in a temp folder."""
 
 from __future__ import annotations
 
@@ -6,14 +7,50 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import net_guard
 import pytest
 from pg_cluster import postgres_url  # noqa: F401  (a session fixture for every test)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# A forgotten real-model path, in this process or a subprocess, fails fast on a dead loopback
+# port (9, discard) instead of reaching api.openai.com; tests that talk to a model server set
+# their own URL.
+os.environ["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"
+os.environ.pop("OPENAI_API_KEY", None)
 
 SHARED_DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data").resolve()
+
+GUARD = net_guard.Guard()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{net_guard.MARKER}: the test may reach hosts beyond this machine (tests/net_guard.py)"
+    )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _network_guard() -> Iterator[net_guard.Guard]:
+    with net_guard.installed(GUARD) as guard:
+        yield guard
+
+
+@pytest.fixture(autouse=True)
+def _no_network(request: pytest.FixtureRequest, _network_guard: net_guard.Guard) -> Iterator[None]:
+    # Refusals are checked after the test as well: a client (or a background thread) may have
+    # swallowed the error.
+    allowed = request.node.get_closest_marker(net_guard.MARKER) is not None
+    _network_guard.take()
+    _network_guard.enabled = not allowed
+    try:
+        yield
+    finally:
+        _network_guard.enabled = True
+    refused = _network_guard.take()
+    if refused:
+        pytest.fail("the test reached beyond this machine: " + "; ".join(dict.fromkeys(refused)), pytrace=False)
 
 
 @pytest.fixture(autouse=True, scope="session")

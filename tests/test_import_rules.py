@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("agent", "tools", "graphs", "interventions", "scenarios")
 FACE = ("agent.cli", "agent.server")

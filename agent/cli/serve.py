@@ -46,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shutdown-grace", type=float, default=30.0, metavar="S",
                         help="seconds shutdown waits for turns still running (default 30)")
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    parser.add_argument(
+        "--workers", type=int, default=1, metavar="N",
+        help="serve from N processes sharing the port (default 1); needs a Postgres --db, since "
+        "SQLite and memory threads belong to one process",
+    )
+    # A worker of --workers N: serve on this inherited listening socket instead of binding one.
+    parser.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)
 
 
 def checkpointer_for(db: str) -> str:
@@ -95,9 +102,12 @@ def bind(host: str, port: int) -> socket.socket:
 
 def run(args: argparse.Namespace) -> int:
     """Build the agents and serve them until SIGINT or SIGTERM (graceful: running turns finish)."""
-    import uvicorn
+    from agent.extras import needs_extra
 
-    from agent.server import ServerConfig, create_app, load_api_keys
+    with needs_extra("server", "`rein serve`"):
+        import uvicorn  # noqa: F401  (missing extra reported before any work)
+
+        from agent.server import ServerConfig, create_app, load_api_keys
 
     if args.max_body_bytes <= 0:
         raise UserFacingError("--max-body-bytes must be positive")
@@ -105,13 +115,20 @@ def run(args: argparse.Namespace) -> int:
         raise UserFacingError("--request-timeout must be positive and --shutdown-grace not negative")
     if not 0 <= args.port <= 65535:
         raise UserFacingError(f"--port {args.port} is not a port number")
+    if args.workers < 1:
+        raise UserFacingError("--workers must be at least 1")
     keys = load_api_keys(args.api_key_file, os.environ)
     agents = build_agents(args.agent, args.db)
+    if args.workers > 1:
+        return supervise(args, agents)
     config = ServerConfig(
         max_body_bytes=args.max_body_bytes, request_timeout_s=args.request_timeout,
         shutdown_grace_s=args.shutdown_grace,
     )
     app = create_app(agents, api_keys=keys, config=config, cors_origins=args.cors_origin)
+    if args.listen_fd is not None:
+        sock = socket.socket(fileno=args.listen_fd)
+        return serve_app(app, sock, args)
     sock = bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     if not keys and args.host not in LOOPBACK:
@@ -136,6 +153,13 @@ def run(args: argparse.Namespace) -> int:
         f"({auth}; threads: {args.db or 'per spec'}{cors})",
         flush=True,
     )
+    return serve_app(app, sock, args)
+
+
+def serve_app(app: Any, sock: socket.socket, args: argparse.Namespace) -> int:
+    """Serve app on a listening socket until SIGINT or SIGTERM."""
+    import uvicorn
+
     server = uvicorn.Server(
         uvicorn.Config(
             app, log_level=args.log_level, timeout_graceful_shutdown=int(args.request_timeout) + 5,
@@ -147,5 +171,102 @@ def run(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
     server.run(sockets=[sock])
-    print("rein serve: stopped", flush=True)
+    if args.listen_fd is None:
+        print("rein serve: stopped", flush=True)
     return 0 if server.started else 1
+
+
+def shared_threads(agents: dict[str, Any]) -> list[str]:
+    """The agents whose threads live where only one process sees them (SQLite, memory, a saver object)."""
+    from agent.checkpoint import locate
+
+    return [name for name, agent in agents.items() if locate(agent.checkpointer_spec).kind != "postgres"]
+
+
+def supervise(args: argparse.Namespace, agents: dict[str, Any]) -> int:
+    """Serve from args.workers processes: each an ordinary `rein serve` on one inherited listening
+    socket (the kernel hands each connection to one of them), restarted when it dies."""
+    import asyncio
+    import subprocess
+    import time
+
+    local = shared_threads(agents)
+    if local:
+        raise UserFacingError(
+            f"--workers {args.workers} needs threads in Postgres, but {', '.join(local)} keep them in "
+            "SQLite or memory, which one process owns: pass --db postgres://… (or serve one process "
+            "per SQLite database)"
+        )
+
+    async def prepare() -> None:
+        # Creating the tables once here spares the workers a race on a fresh database.
+        for agent in agents.values():
+            async with agent:
+                pass
+
+    try:
+        asyncio.run(prepare())
+    except (OSError, ImportError) as exc:
+        raise UserFacingError(f"cannot open the threads database {args.db or ''}: {exc}") from None
+    except Exception as exc:  # psycopg's errors (bad URL, server down) are no OSError
+        raise UserFacingError(f"cannot open the threads database {args.db or ''}: {type(exc).__name__}: {exc}") from None
+    sock = bind(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    command = [sys.executable, "-m", "agent.cli", *worker_argv(args), "--listen-fd", str(sock.fileno())]
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+
+    def spawn() -> subprocess.Popen[bytes]:
+        # Its own process group: a Ctrl-C reaches the supervisor alone, which stops each worker once.
+        return subprocess.Popen(command, pass_fds=(sock.fileno(),), process_group=0)
+
+    workers = [spawn() for _ in range(args.workers)]
+    shown = f"[{host}]" if ":" in host else host
+    print(
+        f"rein serve: {', '.join(agents)} on http://{shown}:{port}/v1 ({args.workers} workers, "
+        f"pids {' '.join(str(w.pid) for w in workers)}; threads: {args.db or 'per spec'})",
+        flush=True,
+    )
+    code = 0
+    while not stopping:
+        time.sleep(0.2)
+        for i, worker in enumerate(workers):
+            status = worker.poll()
+            if status is None or stopping:
+                continue
+            if status == 2:  # a configuration error: every restart would fail the same way
+                print(f"rein serve: worker {worker.pid} failed to start (exit 2); stopping", file=sys.stderr, flush=True)
+                stopping, code = True, 2
+                break
+            workers[i] = spawn()
+            print(f"rein serve: worker {worker.pid} exited ({status}); started {workers[i].pid}", file=sys.stderr, flush=True)
+    for worker in workers:
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+    for worker in workers:
+        worker.wait()
+    sock.close()
+    print("rein serve: stopped", flush=True)
+    return code
+
+
+def worker_argv(args: argparse.Namespace) -> list[str]:
+    """The `rein serve` command line of one worker of the supervisor run with args (less the socket)."""
+    argv = ["serve"]
+    for spec in args.agent:
+        argv += ["--agent", spec]
+    for origin in args.cors_origin:
+        argv += ["--cors-origin", origin]
+    for flag, value in (("--api-key-file", args.api_key_file), ("--db", args.db)):
+        if value is not None:
+            argv += [flag, value]
+    return argv + [
+        "--max-body-bytes", str(args.max_body_bytes), "--request-timeout", repr(args.request_timeout),
+        "--shutdown-grace", repr(args.shutdown_grace), "--log-level", args.log_level,
+    ]

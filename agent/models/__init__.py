@@ -26,7 +26,11 @@ def resolve_model(spec: str | Model | None = None, **options: Any) -> Model:
     spec = spec or DEFAULT_MODEL
     provider, _, name = spec.partition(":")
     if provider == "local":
+        from agent.extras import check_extra
         from agent.models.local import LocalModel
+
+        # Here, not at the first generation, where the runtime would turn it into a model_error.
+        check_extra("local", "the embedded model", "llama_cpp")
 
         return LocalModel(name or "qwen2.5-coder-0.5b", **options)
     if provider == "openai":

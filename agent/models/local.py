@@ -13,6 +13,11 @@ The context window is sized for the job unless n_ctx is given: it starts at DEFA
 re-created larger when a request needs more (prompt plus reply budget), up to the context length
 the model was trained for, read from the GGUF metadata. Short conversations so never pay for a
 large KV cache, and a long policy plus tool results does not overflow a fixed 4096 tokens.
+
+llama.cpp reuses the evaluated prefix of the last prompt only; the KV state at the end of each
+prompt's system block (policy and tool list) is also kept in a small LRU per loaded model
+(agent.models.prefix_cache), so prompts that take turns on one model (agent, simulated user) and
+later dialogues of the same domain evaluate a long policy once, not on every call.
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.extras import needs_extra
 from agent.messages import ModelRequest, ModelResponse, ToolCall, Usage
 from agent.models.base import Model, ModelError, StreamItem, TextDelta
 from agent.models.gguf import ModelFileError, ensure_model_file
@@ -43,7 +49,9 @@ from agent.models.local_prompt import (
     parse_action,
     parse_output,
     render_prompt,
+    stable_prefix,
 )
+from agent.models.prefix_cache import PrefixCache, shared_prefix
 from agent.models.toolcall_parse import AnswerStreamExtractor
 
 DEFAULT_N_CTX = 4096
@@ -87,6 +95,11 @@ class LoadedModel:
     """The context length the model was trained for (GGUF metadata), None if it does not say."""
     automatic: bool = False
     """Whether the window grows on demand (n_ctx was not given) or stays as given."""
+    closed_formatter: Any = None
+    """The chat formatter without the generation prompt, which renders the system block alone."""
+    prefix_cache: PrefixCache = field(default_factory=PrefixCache)
+    """Saved KV states of system blocks, shared by every LocalModel on this load; kept across a
+    context re-created larger (its states load into the larger one)."""
 
     def fit(self, needed: int) -> None:
         """Grow an automatic context window so `needed` tokens fit, as far as the model allows.
@@ -163,7 +176,8 @@ def default_threads() -> int:
 
 
 def _open_llama(path: str, n_ctx: int, threads: int) -> Any:
-    import llama_cpp
+    with needs_extra("local", "the embedded model"):
+        import llama_cpp
 
     try:
         return llama_cpp.Llama(
@@ -220,15 +234,19 @@ def load_model(path: str | Path, n_ctx: int | None = None, n_threads: int | None
             raise ModelFileError(f"{key[0]} has no chat template in its metadata")
         eos = llama.token_eos()
         bos = llama.token_bos()
-        formatter = llama_chat_format.Jinja2ChatFormatter(
-            template=template,
-            eos_token=_token_text(llama, eos),
-            bos_token=_token_text(llama, bos),
-            stop_token_ids=[eos],
-        )
+        formatters = [
+            llama_chat_format.Jinja2ChatFormatter(
+                template=template,
+                eos_token=_token_text(llama, eos),
+                bos_token=_token_text(llama, bos),
+                add_generation_prompt=generation,
+                stop_token_ids=[eos],
+            )
+            for generation in (True, False)
+        ]
         loaded = LoadedModel(
             llama,
-            formatter,
+            formatters[0],
             threading.Lock(),
             time.perf_counter() - started,
             key[0],
@@ -236,6 +254,7 @@ def load_model(path: str | Path, n_ctx: int | None = None, n_threads: int | None
             n_ctx=size,
             n_ctx_train=trained,
             automatic=n_ctx is None,
+            closed_formatter=formatters[1],
         )
         _LOADED[key] = loaded
         return loaded
@@ -254,7 +273,9 @@ class LocalModel(Model):
     that way), seeded sampling when a temperature is set. n_ctx None (the default) sizes the
     context window for each request, up to the model's trained length; a number fixes it.
     tool_protocol "action" (default) chooses the action first and then writes its input; "json"
-    is the single-grammar mode of earlier versions (see agent.models.local_prompt).
+    is the single-grammar mode of earlier versions (see agent.models.local_prompt). prefix_cache
+    False stops this model from restoring and saving system-block states (the loaded model's
+    PrefixCache, bounded by `model.load().prefix_cache.configure(max_bytes=..., max_states=...)`).
     """
 
     def __init__(
@@ -268,6 +289,7 @@ class LocalModel(Model):
         max_tokens: int = 512,
         model_path: str | Path | None = None,
         tool_protocol: ToolProtocol = DEFAULT_TOOL_PROTOCOL,
+        prefix_cache: bool = True,
     ) -> None:
         if tool_protocol not in ("action", "json"):
             raise ModelError(f"unknown tool_protocol {tool_protocol!r}; use 'action' or 'json'")
@@ -280,6 +302,7 @@ class LocalModel(Model):
         self.max_tokens = max_tokens
         self.model_path = Path(model_path) if model_path else None
         self.tool_protocol: ToolProtocol = tool_protocol
+        self.prefix_cache = prefix_cache
         self._loaded: LoadedModel | None = None
 
     def path(self) -> Path:
@@ -383,7 +406,10 @@ class LocalModel(Model):
             return self._act(loaded, request, plan, stream, cancel, emit)
         text, rendered = render_prompt(loaded.formatter, plan)
         budget = request.settings.max_tokens or self.max_tokens
-        out = self._sample(loaded, request, text, rendered, plan.grammar, budget, cancel, emit if stream else None)
+        out = self._sample(
+            loaded, request, text, rendered, plan.grammar, budget, cancel, emit if stream else None,
+            stable=self._stable(loaded, plan),
+        )
         usage = Usage(input_tokens=out.prompt_tokens, output_tokens=out.output_tokens, requests=1)
         return parse_output(out.text, plan, out.finish, usage, self.name)
 
@@ -400,6 +426,7 @@ class LocalModel(Model):
     ) -> ModelResponse:
         """The action protocol: choose the action (unless given), then write its input."""
         text, rendered = render_prompt(loaded.formatter, plan)
+        stable = self._stable(loaded, plan)
         budget = request.settings.max_tokens or self.max_tokens
         chosen_tokens = 0
         if choice is None:
@@ -408,7 +435,7 @@ class LocalModel(Model):
             longest = max(len(loaded.llama.tokenize(f" {c}".encode(), add_bos=False)) for c in plan.actions)
             first = self._sample(
                 loaded, request, text, rendered, plan.grammar, min(budget, longest + 1), cancel, None,
-                reserve=budget + 8,
+                reserve=budget + 8, stable=stable,
             )
             choice, chosen_tokens = first.text.strip(), first.output_tokens
             if choice not in plan.actions:  # cut off by a tiny max_tokens
@@ -420,7 +447,7 @@ class LocalModel(Model):
         stop = [f"\n{plan.lead.strip()}"] if is_answer else []  # the model starting another action
         out = self._sample(
             loaded, request, f"{text} {choice}{follow}", rendered, grammar,
-            max(1, budget - chosen_tokens), cancel, on_text, extra_stop=stop,
+            max(1, budget - chosen_tokens), cancel, on_text, extra_stop=stop, stable=stable,
         )
         usage = Usage(
             input_tokens=out.prompt_tokens - chosen_tokens,
@@ -428,6 +455,12 @@ class LocalModel(Model):
             requests=1,
         )
         return parse_action(choice, out.text, plan, out.finish, usage, self.name)
+
+    def _stable(self, loaded: LoadedModel, plan: Plan) -> str:
+        """The system block whose state is cached, or "" (cache off for this model)."""
+        if not self.prefix_cache or loaded.closed_formatter is None:
+            return ""
+        return stable_prefix(loaded.closed_formatter, plan)
 
     def _sample(
         self,
@@ -442,17 +475,27 @@ class LocalModel(Model):
         *,
         reserve: int | None = None,
         extra_stop: list[str] | None = None,
+        stable: str = "",
     ) -> Sampled:
-        """One llama.cpp generation from the prompt text; reserve sizes the context (default budget)."""
+        """One llama.cpp generation from the prompt text; reserve sizes the context (default
+        budget); stable is the text the prompt opens with whose evaluated state is kept."""
         from llama_cpp import LlamaGrammar, StoppingCriteriaList
 
-        prompt = loaded.llama.tokenize(text.encode("utf-8"), add_bos=not rendered.added_special, special=True)
+        add_bos = not rendered.added_special
+        prompt = loaded.llama.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+        boundary = 0
+        if stable and text.startswith(stable):
+            # Counted in the prompt's own tokens, in case the tokenizer merges across the boundary.
+            head = loaded.llama.tokenize(stable.encode("utf-8"), add_bos=add_bos, special=True)
+            boundary = shared_prefix(head, prompt)
         settings = request.settings
         loaded.fit(len(prompt) + (reserve or budget))
         llama = loaded.llama  # after fit: a grown context is a new llama.cpp object
         room = loaded.n_ctx - len(prompt)
         if room < 8:
             raise ModelError(f"{self.name}: {overflow_message(len(prompt), loaded)}")
+        if boundary:
+            loaded.prefix_cache.prepare(llama, prompt, boundary)
         max_tokens = min(budget, room)
         stop = [rendered.stop] if isinstance(rendered.stop, str) else list(rendered.stop or [])
         stop += settings.stop or []

@@ -370,3 +370,17 @@ def parse_output(raw: str, plan: Plan, finish: str | None, usage: Usage, model: 
         finish_reason="tool_calls" if turn.tool_calls else reason,
         model=model,
     )
+
+
+def stable_prefix(closed_formatter: Any, plan: Plan) -> str:
+    """The rendered system block (system prompt and tool list) that the plan's prompt opens with,
+    or "" when it has no system message.
+
+    It is the part of the prompt that neither the conversation's growth nor the protocol's steps
+    change, so its evaluated state can be kept (agent.models.prefix_cache). closed_formatter is
+    the same chat template without the generation prompt: rendering the system message alone
+    gives exactly the text the full prompt starts with.
+    """
+    if not plan.messages or plan.messages[0]["role"] != "system":
+        return ""
+    return closed_formatter(messages=plan.messages[:1]).prompt

@@ -38,7 +38,7 @@ class ModeCost:
 
     def dollars(self, price: Price) -> float:
         """The same usage priced in dollars."""
-        return (self.input_tokens * price.input_per_mtok + self.output_tokens * price.output_per_mtok) / 1e6
+        return price.dollars(self.input_tokens, self.output_tokens)
 
 
 # Mean tokens per query of each mode, measured by `python bench/routing.py` (15 queries, max_tokens

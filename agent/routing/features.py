@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 _NUMBER_WORDS = (
     "two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|"
@@ -135,6 +137,8 @@ def features_of(text: str) -> list[float]:
 
 def query_features(texts: Sequence[str]) -> np.ndarray:
     """Feature rows (n, len(FEATURE_NAMES)) as float32."""
+    import numpy as np
+
     return np.asarray([features_of(t) for t in texts], dtype=np.float32).reshape(len(texts), len(FEATURE_NAMES))
 
 

@@ -11,13 +11,15 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from agent.errors import UserFacingError
+from agent.extras import needs_extra
 from agent.hooks import MODES, InterventionContext, Mode, ModeDecision
 from agent.routing.features import FEATURE_NAMES, query_features
+
+if TYPE_CHECKING:  # numpy is the local extra's; SelfRouter imports this module in the core
+    import numpy as np
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_WEIGHTS = DATA_DIR / "offline_router.npz"
@@ -44,6 +46,8 @@ class RouterWeights:
 
     def inputs(self, embeddings: np.ndarray, features: np.ndarray) -> np.ndarray:
         """The classifier's input rows."""
+        import numpy as np
+
         z = (features - self.feature_mean) / self.feature_std
         if self.embedding_dim == 0:
             return z.astype(np.float32)
@@ -51,6 +55,8 @@ class RouterWeights:
 
     def proba(self, embeddings: np.ndarray, features: np.ndarray) -> np.ndarray:
         """Per-mode probabilities (n, 3)."""
+        import numpy as np
+
         logits = self.inputs(embeddings, features) @ self.W + self.b
         logits -= logits.max(axis=1, keepdims=True)
         e = np.exp(logits)
@@ -58,6 +64,8 @@ class RouterWeights:
 
     def save(self, path: str | Path) -> None:
         """Write the weights as a compressed npz (metadata as JSON text)."""
+        import numpy as np
+
         np.savez_compressed(
             path,
             W=self.W.astype(np.float32),
@@ -72,6 +80,9 @@ class RouterWeights:
     @classmethod
     def load(cls, path: str | Path) -> RouterWeights:
         """Read and check weights written by `save`."""
+        with needs_extra("local", "the offline mode router"):
+            import numpy as np
+
         path = Path(path)
         if not path.is_file():
             raise UserFacingError(f"router weights not found: {path} (rebuild with `python -m agent.routing.train`)")
@@ -120,6 +131,8 @@ class OfflineRouter:
 
     def predict_proba(self, queries: Sequence[str]) -> np.ndarray:
         """Probabilities (n, 3) in MODES order: instant, reasoning, agentic."""
+        import numpy as np
+
         queries = list(queries)
         if not queries:
             return np.zeros((0, len(MODES)), dtype=np.float32)

@@ -31,6 +31,7 @@ from agent.hooks import MODES
 from agent.routing.evaluate import LabeledQuery, load_labeled, score_routes
 from agent.routing.features import FEATURE_NAMES, query_features
 from agent.routing.offline import DATA_DIR, DEFAULT_WEIGHTS, RouterWeights
+from agent.softmax import fit_adam
 
 SEED = 20250601
 REPO = Path(__file__).resolve().parents[2]
@@ -119,7 +120,7 @@ class TrainConfig:
 
 
 def fit(rows: list[LabeledQuery], embeddings: np.ndarray, config: TrainConfig) -> RouterWeights:
-    """Full-batch softmax regression with L2, by Adam."""
+    """Full-batch softmax regression with L2, by Adam (agent.softmax.fit_adam)."""
     features = query_features([r.query for r in rows])
     mean = features.mean(axis=0)
     std = features.std(axis=0)
@@ -135,28 +136,13 @@ def fit(rows: list[LabeledQuery], embeddings: np.ndarray, config: TrainConfig) -
     )
     X = weights.inputs(embeddings[:, :dim], features).astype(np.float64)
     y = np.array([MODES.index(r.mode) for r in rows])
-    Y = np.eye(len(MODES))[y]
-    mask = np.ones_like(weights.W, dtype=np.float64)
+    mask = np.ones(X.shape[1])
     if not config.use_features:
         mask[dim:] = 0.0
     W = np.zeros(weights.W.shape)
     b = np.zeros(len(MODES))
-    m_w, v_w, m_b, v_b = (np.zeros_like(W), np.zeros_like(W), np.zeros_like(b), np.zeros_like(b))
-    beta1, beta2, eps = 0.9, 0.999, 1e-8
-    for t in range(1, config.epochs + 1):
-        logits = X @ W + b
-        logits -= logits.max(axis=1, keepdims=True)
-        P = np.exp(logits)
-        P /= P.sum(axis=1, keepdims=True)
-        G = (P - Y) / len(rows)
-        g_w = (X.T @ G + 2 * config.l2 * W) * mask
-        g_b = G.sum(axis=0)
-        m_w = beta1 * m_w + (1 - beta1) * g_w
-        v_w = beta2 * v_w + (1 - beta2) * g_w**2
-        m_b = beta1 * m_b + (1 - beta1) * g_b
-        v_b = beta2 * v_b + (1 - beta2) * g_b**2
-        W -= config.lr * (m_w / (1 - beta1**t)) / (np.sqrt(v_w / (1 - beta2**t)) + eps)
-        b -= config.lr * (m_b / (1 - beta1**t)) / (np.sqrt(v_b / (1 - beta2**t)) + eps)
+    # fit_adam's l2 is the penalty's gradient coefficient; this loss is l2 · ‖W‖².
+    fit_adam([(W, b)], X, y, epochs=config.epochs, lr=config.lr, l2=2 * config.l2, input_mask=mask)
     weights.W = W.astype(np.float32)
     weights.b = b.astype(np.float32)
     return weights

@@ -13,9 +13,12 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
-from fastapi.responses import Response, StreamingResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from agent.extras import needs_extra
+
+with needs_extra("server", "rein's HTTP server"):
+    from fastapi import Depends, FastAPI, Request
+    from fastapi.responses import Response, StreamingResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent.runtime import Agent
 from agent.server.auth import ApiKey, ApiKeys

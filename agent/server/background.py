@@ -8,7 +8,10 @@ import threading
 import time
 from typing import Any
 
-import uvicorn
+from agent.extras import needs_extra
+
+with needs_extra("server", "rein's HTTP server"):
+    import uvicorn
 
 
 class BackgroundServer:

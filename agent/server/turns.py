@@ -299,8 +299,11 @@ class ServerState:
     async def _run(self, request: TurnRequest, handle: TurnHandle) -> None:
         try:
             agent = self.agent(request.agent)
-            async with self.locks.hold(storage_id(request.agent, request.key, request.tenant)):
-                plan = await self._plan(agent, request, handle)
+            # The threads the plan reads stay held (across processes too) until the turn it decided
+            # on has committed: otherwise two processes given the same request could both read the
+            # thread before either ran it, both plan "append", and run the turn twice.
+            async with self.locks.hold(storage_id(request.agent, request.key, request.tenant)), contextlib.AsyncExitStack() as held:
+                plan = await self._plan(agent, request, handle, held)
                 handle.plan.set_result(plan)
                 outcome = await self._execute(agent, request, plan, handle)
         except BaseException as exc:
@@ -313,11 +316,12 @@ class ServerState:
         handle.done.set_result(outcome)
         handle.put("done", outcome)
 
-    async def _plan(self, agent: Agent, request: TurnRequest, handle: TurnHandle) -> Plan:
+    async def _plan(self, agent: Agent, request: TurnRequest, handle: TurnHandle, held: contextlib.AsyncExitStack) -> Plan:
         thread, parent = request.key, None
         delta_ok = request.key_source == "header" and all(t.role == "user" for t in request.turns)
         for _ in range(MAX_FORK_HOPS):
             sid = storage_id(request.agent, thread, request.tenant)
+            await held.enter_async_context(agent.hold_thread(sid))
             history = await agent.ahistory(sid)
             if is_open(history) and await self._finish_cut_turn(agent, sid, handle):
                 history = await agent.ahistory(sid)

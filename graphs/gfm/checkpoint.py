@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
+from agent.extras import needs_extra
+
+with needs_extra("graphs", "QuadGraph retrieval"):
+    import torch
 
 from graphs.errors import CheckpointError
 from graphs.gfm.config import GFMConfig

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-from torch import Tensor, nn
-from torch_geometric.nn import MessagePassing
+from agent.extras import needs_extra
+
+with needs_extra("graphs", "QuadGraph retrieval"):
+    import torch
+    from torch import Tensor, nn
+    from torch_geometric.nn import MessagePassing
 
 from graphs.gfm.config import GFMConfig
 

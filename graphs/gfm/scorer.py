@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-import torch
+from agent.extras import needs_extra
+
+with needs_extra("graphs", "QuadGraph retrieval"):
+    import numpy as np
+    import torch
 
 from graphs.embedding import Embedder
 from graphs.gfm.model import GFM

@@ -13,9 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-import torch
-from scipy.sparse import csr_matrix
+from agent.extras import needs_extra
+
+with needs_extra("graphs", "QuadGraph retrieval"):
+    import numpy as np
+    import torch
+    from scipy.sparse import csr_matrix
 
 from graphs.gfm.model import QueryBatch, relation_features
 from graphs.pyg import PygGraph

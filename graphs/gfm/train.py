@@ -12,9 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
-import torch
-import torch.nn.functional as F
+from agent.extras import needs_extra
+
+with needs_extra("graphs", "QuadGraph retrieval"):
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
 
 from graphs.corpus import Question
 from graphs.embedding import Embedder

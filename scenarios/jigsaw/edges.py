@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
+from agent.extras import needs_extra
+
+with needs_extra("jigsaw", "the jigsaw environment"):
+    import numpy as np
 
 # Pixel-variance floor (in 0–255 units squared): flat regions (sky, shadow) have near-singular
 # gradient covariance, and without a floor noise in them would dominate every comparison.

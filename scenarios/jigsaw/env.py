@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
+from agent.extras import needs_extra
+
+with needs_extra("jigsaw", "the jigsaw environment"):
+    import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
 from scenarios.jigsaw import sandbox_helpers

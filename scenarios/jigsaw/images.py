@@ -5,7 +5,12 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import numpy as np
+from agent.extras import needs_extra
+
+with needs_extra("jigsaw", "the jigsaw environment"):
+    import numpy as np
+    import PIL  # noqa: F401  (imported lazily below; a missing extra shows here, not mid-episode)
+    import skimage  # noqa: F401
 
 from agent.errors import UserFacingError
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-import numpy as np
+from agent.extras import needs_extra
+
+with needs_extra("jigsaw", "the jigsaw environment"):
+    import numpy as np
 
 MIN_GRID = 2
 MAX_GRID = 8

@@ -8,7 +8,11 @@ import io
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
+from agent.extras import needs_extra
+
+with needs_extra("jigsaw", "the jigsaw environment"):
+    import numpy as np
+    import PIL  # noqa: F401  (imported lazily below; a missing extra shows here, not mid-render)
 
 MAX_SIDE = 1024
 """Largest side, in pixels, of any picture produced by crop/zoom."""

@@ -125,7 +125,10 @@ def final_image(env: Any) -> str:
     """The final arrangement (with grid lines and numbers), downscaled, as a PNG data URI."""
     import io
 
-    from PIL import Image
+    from agent.extras import needs_extra
+
+    with needs_extra("jigsaw", "the jigsaw environment"):
+        from PIL import Image
 
     from scenarios.jigsaw.render import resize
 

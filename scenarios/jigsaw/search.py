@@ -10,7 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
+from agent.extras import needs_extra
+
+with needs_extra("jigsaw", "the jigsaw environment"):
+    import numpy as np
 
 
 @dataclass

@@ -91,6 +91,8 @@ class ArmSummary:
     """Runs in which the agent made any tool call (a model that never acts cannot recover)."""
     tokens: list[int] = field(default_factory=list)
     """Tokens (in + out, intervention spend included) per run."""
+    seconds: list[float] = field(default_factory=list)
+    """Wall seconds per run (the trajectory's duration_s; model loading falls in an arm's first run)."""
     terminations: dict[str, int] = field(default_factory=dict)
     """How runs ended."""
 
@@ -98,6 +100,11 @@ class ArmSummary:
     def mean_tokens(self) -> float:
         """Mean tokens per run."""
         return sum(self.tokens) / len(self.tokens) if self.tokens else 0.0
+
+    @property
+    def mean_seconds(self) -> float:
+        """Mean wall seconds per run."""
+        return sum(self.seconds) / len(self.seconds) if self.seconds else 0.0
 
 
 def _rate(table: dict[str, Rate], key: str) -> Rate:
@@ -148,6 +155,7 @@ def summarize_arm(name: str, records: list[dict[str, Any]]) -> ArmSummary:
         ok = bool(r.get("success"))
         usage = t.get("agent_usage", {})
         arm.tokens.append(int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0)))
+        arm.seconds.append(float(t.get("duration_s") or 0.0))
         db_ok = (ev.get("components") or {}).get("DB") == 1.0
         called = [tc.get("name") for m in t.get("messages", []) if m.get("source") == "agent" for tc in m.get("tool_calls") or []]
         arm.acted.add(bool(called))
@@ -220,6 +228,7 @@ def markdown(arms: list[ArmSummary]) -> str:
         "| runs with any agent tool call | " + " | ".join(a.acted.cell() for a in arms) + " |",
         "| mean tokens per run | " + " | ".join(f"{a.mean_tokens:,.0f}" for a in arms) + " |",
         "| extra tokens vs none | " + " | ".join(_extra(a, base) for a in arms) + " |",
+        "| mean seconds per run | " + " | ".join(f"{a.mean_seconds:,.0f}" for a in arms) + " |",
         "| infrastructure errors (not graded) | " + " | ".join(str(a.infrastructure_errors) for a in arms) + " |",
         "| terminations | " + " | ".join(", ".join(f"{k} {v}" for k, v in sorted(a.terminations.items())) for a in arms) + " |",
     ]
@@ -240,7 +249,9 @@ def as_json(arms: list[ArmSummary]) -> dict[str, Any]:
         d["mean_tokens"] = round(a.mean_tokens, 1)
         for key in ("success", "recovery_called", "db_intact"):
             d[key] = {k: {"k": v.k, "n": v.n} for k, v in getattr(a, key).items()}
+        d["mean_seconds"] = round(a.mean_seconds, 1)
         d.pop("tokens")
+        d.pop("seconds")
         out[a.name] = d
     return out
 

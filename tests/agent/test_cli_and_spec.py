@@ -15,6 +15,8 @@ from agent.errors import UserFacingError
 from agent.runtime import build_agent
 from agent.spec import AgentSpec, load_spec
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

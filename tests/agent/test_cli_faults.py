@@ -21,6 +21,8 @@ from agent.models.base import StreamItem
 from agent.runtime import Agent, build_agent
 from tools.builtin import builtin_toolkit
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 ROOT = Path(__file__).resolve().parents[2]
 QUESTION = "What is 19*3?"
 

@@ -9,8 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from agent import Agent, ScriptedModel
 from agent.models import reply
+
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
 
 sys.path.insert(0, str(Path(__file__).parent))
 import crash_worker  # noqa: E402

@@ -26,6 +26,8 @@ from agent.journal import (
 from agent.models import call, calls, reply
 from tools import ToolKind, tool
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 sys.path.insert(0, str(Path(__file__).parent))
 import exactly_once_worker as worker  # noqa: E402
 

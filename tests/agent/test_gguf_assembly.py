@@ -21,6 +21,8 @@ from agent.models.gguf import (
     verify_file,
 )
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 
 def make_parts(folder: Path, sizes: tuple[int, ...] = (3000, 5000, 1234)) -> tuple[list[Path], str]:
     """Synthetic part files with distinct content, and the sha256 of their concatenation."""

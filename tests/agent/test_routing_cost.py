@@ -53,6 +53,15 @@ def test_dollar_costs_from_a_model_price() -> None:
     assert router.cost_of("instant") < router.cost_of("reasoning") < router.cost_of("agentic")
 
 
+def test_mode_costs_and_ledger_use_one_price_formula() -> None:
+    price = Price(input_per_mtok=3.0, output_per_mtok=15.0)
+    assert price.dollars(70.5, 63.25) == pytest.approx((70.5 * 3.0 + 63.25 * 15.0) / 1e6)
+    assert ModeCost(70.5, 63.25).dollars(price) == price.dollars(70.5, 63.25)
+    usage = Usage(input_tokens=1200, output_tokens=300, requests=1)
+    assert price.cost(usage) == price.dollars(1200, 300) == pytest.approx(0.0081)
+    assert CostLedger().book_model("claude-3-7-sonnet", usage).cost == pytest.approx(0.0081)
+
+
 def test_route_uses_the_offline_router_probabilities() -> None:
     router = CostAwareRouter(threshold=0.8, router=features_only_router((0.0, 3.0, 0.0)))
     details = router.details("anything at all")

@@ -11,6 +11,8 @@ from agent.models import FunctionModel, ScriptedModel
 from agent.plugins import load_mode_policy
 from agent.routing import SelfRouter, classification_tag, parse_classification
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 
 @pytest.mark.parametrize(
     ("text", "mode"),

@@ -19,6 +19,8 @@ from agent.events import (
 from agent.models import FunctionModel, ModelError, call, calls, reply
 from tools import ToolKind, tool
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 LEDGER: list[str] = []
 
 

@@ -20,6 +20,8 @@ from agent.models import (
     resolve_model,
 )
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 
 def req(text: str, **settings: object) -> ModelRequest:
     return ModelRequest(messages=[Message.user(text)], settings=ModelSettings(**settings))

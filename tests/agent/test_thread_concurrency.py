@@ -21,6 +21,8 @@ from agent.models import FunctionModel, call, reply
 from agent.thread_lease import LEASE_TABLE, PostgresLeases, SqliteLeases, ThreadLeases, host_id
 from tools import ToolKind, tool
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 sys.path.insert(0, str(Path(__file__).parent))
 import thread_worker  # noqa: E402
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from agent.models import ScriptedModel, call, reply
 from agent.runtime import Agent
 from interventions import NaivePromptInjection, SelfRefine, with_recovery_tools
 from tools import tool
 from tools.builtin import THINK_TOOL_NAME
+
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
 
 SYSTEM = "You are a retail agent."
 CANCELLED: list[str] = []

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 from interventions.dialogues import (
     DIALOGUES_PATH,
     POSITIONS,
@@ -16,6 +18,8 @@ from interventions.dialogues import (
     write_dialogues,
 )
 from interventions.error_map import NO_ERROR, load_error_map
+
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
 
 
 def test_shipped_splits_are_disjoint_by_task_and_phrasing() -> None:

@@ -11,6 +11,8 @@ from interventions.error_map import ErrorMap, load_error_map, parse_error_map, r
 from interventions.recovery_tools import recovery_tool_objects, with_recovery_tools
 from tools import tool
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 SEEN = ["vague_reference", "ambiguous_interpretation", "unsupported_operation", "unsupported_parameter"]
 
 

@@ -11,6 +11,8 @@ from agent.models import ScriptedModel
 from interventions.error_map import load_error_map
 from interventions.llm_inception import LLMDetector, build_request, parse_verdict
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 LABELS = load_error_map().labels
 
 

@@ -28,6 +28,8 @@ from scenarios.recovery_suite import (
 )
 from scenarios.runner import run_batch
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -13,6 +13,8 @@ from scenarios.domains.data import DATA_DIR, bundled_snapshot, domain_policy, re
 from tools.registry import load_toolkit
 from tools.tool import ToolKind
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 TAU2 = (Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "tau2").resolve()
 
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 
+import pytest
+
 from scenarios.canonical import canonical_dumps, canonical_hash, json_clone
 from scenarios.domains.store import Snapshot, TableStore
+
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
 
 
 def _reference_hash(obj: object) -> str:

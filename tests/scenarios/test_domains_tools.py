@@ -11,6 +11,8 @@ from scenarios.domains import DomainStateError, load_domain
 from tools.errors import ToolError
 from tools.execute import CallRequest, execute_calls
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 # ----- retail ------------------------------------------------------------------------------
 
 

@@ -17,6 +17,8 @@ from scenarios.loading import load_scenarios
 from scenarios.metrics import pass_hat_k, pass_k, pass_k_table, summarize
 from scenarios.orchestrator import RunOptions, run_scenario, script_model
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "scenarios" / "examples"
 DATA = ROOT / "scenarios" / "domains" / "data"

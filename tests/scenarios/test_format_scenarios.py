@@ -11,6 +11,8 @@ from scenarios.format import SCHEMA_PATH, Condition, Scenario, schema_text
 from scenarios.loading import ScenarioFileError, collect_scenarios, load_scenarios
 from scenarios.tau2_tasks import TaskFileError
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "scenarios" / "examples"
 BUNDLED = Path(__file__).resolve().parents[2] / "scenarios" / "domains" / "data"
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from agent.hooks import InterventionContext, Plant
 from agent.messages import ModelRequest
 from agent.models import FunctionModel, ScriptedModel, call, reply
 from scenarios.format import Scenario
 from scenarios.orchestrator import RunOptions, build_environment, run_scenario, script_model
+
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
 
 CREATE = {
     "id": "create",

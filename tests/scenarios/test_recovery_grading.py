@@ -19,6 +19,8 @@ from scenarios.orchestrator import RunOptions, run_scenario, script_model
 from scenarios.recovery.report import markdown, summarize_arm
 from scenarios.runner import run_batch
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 REPORT = {"call": {"name": "report_internal_error", "arguments": {"summary": "unclear"}}}
 TRANSFER = {"call": {"name": "transfer_to_human_agents", "arguments": {"summary": "unsupported"}}}
 LIST_USERS = {"call": {"name": "get_users"}}

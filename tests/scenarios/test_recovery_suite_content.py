@@ -25,6 +25,8 @@ from scenarios.recovery_suite import (
     position_of,
 )
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 
 @pytest.fixture(scope="module")
 def suite() -> list[Scenario]:

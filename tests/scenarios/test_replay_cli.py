@@ -11,6 +11,8 @@ import pytest
 
 from agent.cli import main
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 TAU2 = (Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "tau2").resolve()
 BUNDLED = Path(__file__).resolve().parents[2] / "scenarios" / "domains" / "data"
 

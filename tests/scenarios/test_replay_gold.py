@@ -14,6 +14,8 @@ from scenarios.domains.data import bundled_snapshot, tasks_path
 from scenarios.replay import replay_domain, replay_task
 from scenarios.tau2_tasks import load_tasks
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 TAU2 = (Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "tau2").resolve()
 
 

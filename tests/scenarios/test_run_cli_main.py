@@ -11,6 +11,8 @@ import pytest
 
 from agent.cli import main
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "scenarios" / "examples"
 

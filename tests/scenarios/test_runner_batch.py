@@ -17,6 +17,8 @@ from scenarios.loading import collect_scenarios
 from scenarios.orchestrator import RunOptions, script_model
 from scenarios.runner import run_batch, with_injected_errors
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "scenarios" / "examples"
 
 

@@ -18,6 +18,8 @@ from scenarios.tau2_tasks import (
     load_tasks,
 )
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 
 def _write(tmp_path: Path, data: Any, name: str = "tasks.json") -> Path:
     path = tmp_path / name

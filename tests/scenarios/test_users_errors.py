@@ -18,6 +18,8 @@ from scenarios.users.error_types import ERROR_TYPES
 from scenarios.users.injecting import ErrorInjectingUser
 from scenarios.users.scripted import ScriptedUser
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 DATA = Path(__file__).resolve().parents[2] / "scenarios" / "domains" / "data"
 
 

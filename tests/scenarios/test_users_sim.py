@@ -19,6 +19,8 @@ from scenarios.users.base import (
 from scenarios.users.scripted import ScriptedUser
 from scenarios.users.simulated import SimulatedUser, format_instructions
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 
 def view(turn: int, agent: str = "", calls: tuple[str, ...] = ()) -> UserView:
     dialogue = [Message.assistant("Hi! How can I help you today?")]

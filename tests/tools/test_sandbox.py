@@ -12,6 +12,8 @@ from tools import CallRequest, execute_calls, load_toolkit
 from tools.sandbox import SandboxError, SandboxLimits, SandboxSession
 from tools.sandbox_worker import ForbiddenCode, check_code
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 
 @pytest.fixture(scope="module")
 def box():

@@ -18,6 +18,8 @@ import pytest
 from tools.sandbox import SandboxLimits, SandboxSession, sandbox_layers
 from tools.sandbox_bwrap import bwrap_status
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 _STATUS = bwrap_status()
 needs_bwrap = pytest.mark.skipif(not _STATUS.usable, reason=f"bwrap is not usable here: {_STATUS.detail}")
 _PROJECT = Path(__file__).resolve().parents[2]

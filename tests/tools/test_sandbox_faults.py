@@ -10,6 +10,8 @@ import pytest
 from tools.sandbox import SandboxError, SandboxLimits, SandboxSession
 from tools.sandbox_worker import Worker
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 _NEST = "x = []\nfor i in range(100000):\n    x = [x]\n"
 
 

@@ -25,6 +25,8 @@ from tools import (
 from tools.builtin import evaluate_arithmetic
 from tools.execute import ERROR_TEXT_LIMIT, describe_exception
 
+pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
+
 
 class Address(BaseModel):
     city: str
@@ -159,13 +161,12 @@ async def test_reads_run_concurrently_and_writes_in_order() -> None:
         CallRequest("3", "read", '{"name": "r2"}'),
         CallRequest("4", "write", '{"name": "w2"}'),
     ]
-    started = asyncio.get_running_loop().time()
     results = await execute_calls(calls, tools)
-    elapsed = asyncio.get_running_loop().time() - started
     assert [r.content for r in results] == ["w1", "r1", "r2", "w2"]
-    assert log[:2] == ["start r1", "start r2"]  # both reads start before either ends
+    # Both reads start before either ends (overlap shown by order, not by a wall-clock bound
+    # that a loaded machine breaks).
+    assert log[:2] == ["start r1", "start r2"]
     assert log[-2:] == ["write w1", "write w2"]
-    assert elapsed < 0.095  # two 50 ms reads overlapped
 
 
 async def test_retry_budget() -> None:

@@ -1,0 +1,137 @@
+"""The model node: one model call of the turn, shaped by the turn's mode."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from agent import tracing
+from agent.events import FinalAnswer, ReasoningDelta, TokenDelta, ToolCallEvent
+from agent.hooks import ResponseReviewer
+from agent.ledger import CostLedger
+from agent.messages import ModelRequest, ModelResponse
+from agent.models import base as model_base
+from agent.modes import loops_back, mode_step, step_message
+from agent.nodes.state import (
+    AgentState,
+    GraphDeps,
+    TurnState,
+    cfg,
+    emitter,
+    plugin_context,
+    with_turn,
+)
+
+# Intermediate steps stream as reasoning, not as answer text.
+_REASONING_STEPS = ("reason", "plan", "summary")
+
+
+@dataclass
+class ModelNode:
+    """Calls the model with the history; an answer without tool calls ends the turn (agent_stop)."""
+
+    deps: GraphDeps
+    """The graph's dependencies."""
+    schemas: list[dict[str, Any]]
+    """The tools as function schemas, offered to the model."""
+    reviewers: Sequence[ResponseReviewer] = ()
+    """Interventions that may revise a response asking for tool calls."""
+
+    async def __call__(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        deps = self.deps
+        turn = state["turn"]
+        mode = turn.get("mode") or "agentic"
+        steps = turn.get("steps", 0)
+        limit = deps.step_limits.for_mode(mode)  # type: ignore[arg-type]
+        if steps >= limit:
+            return with_turn(state, termination="max_steps")
+        step = mode_step(
+            mode,  # type: ignore[arg-type]
+            deps.history(state, config), self.schemas, deps.settings,
+            system=_system(deps.system_prompt, turn), step=steps, limit=limit, config=deps.mode_config,
+        )
+        request = step.request
+        writer = emitter(config)
+        stream = writer if cfg(config, "rein_stream_tokens") else None
+        with tracing.chat(deps.model.name, request, cfg(config, "thread_id"), step.kind) as span:
+            try:
+                response = await _request(deps.model, request, stream, as_reasoning=step.kind in _REASONING_STEPS)
+            except Exception as exc:  # any adapter failure ends the turn with a typed reason
+                tracing.failed(span, exc)
+                return with_turn(state, termination="model_error", error=f"{type(exc).__name__}: {exc}", steps=steps + 1)
+            tracing.answered(span, response)
+        ledger = CostLedger()
+        if self.reviewers and response.tool_calls:
+            response = await self._review(state, config, ledger, request, response)
+        message = step_message(step, response)
+        for tc in message.tool_calls:
+            writer(ToolCallEvent(tc.id, tc.name, tc.arguments))
+        changes: dict[str, Any] = {"steps": steps + 1}
+        if not message.tool_calls and not loops_back(message):
+            # An answer without tool calls is the turn's final response.
+            changes["termination"] = "agent_stop"
+            writer(FinalAnswer(message.text, "agent_stop"))
+        return {
+            "messages": [message.model_dump()],
+            "ledger": [self._entry(response), *(e.model_dump() for e in ledger.entries)],
+            **with_turn(state, **changes),
+        }
+
+    async def _review(
+        self, state: AgentState, config: RunnableConfig, ledger: CostLedger, request: ModelRequest, response: ModelResponse
+    ) -> ModelResponse:
+        ctx = plugin_context(self.deps, self.schemas, state, config, ledger)
+        for reviewer in self.reviewers:
+            revised = await reviewer.review(ctx, request.messages, response)
+            response = revised or response
+        return response
+
+    def _entry(self, response: ModelResponse) -> dict[str, Any]:
+        """The ledger entry of one model call."""
+        name = response.model or self.deps.model.name
+        return {
+            "kind": "model",
+            "name": name,
+            "usage": response.usage.model_dump(),
+            "cost": self.deps.price(name).cost(response.usage),
+            "label": "agent",
+        }
+
+
+def _system(prompt: str, turn: TurnState) -> str:
+    """The agent's system prompt with this turn's suffix (an intervention's plant) appended."""
+    suffix = turn.get("system_suffix")
+    if not suffix:
+        return prompt
+    return f"{prompt}\n\n{suffix}" if prompt else suffix
+
+
+async def after_model(state: AgentState) -> str:
+    """Where a turn goes after a model call."""
+    termination = state["turn"].get("termination")
+    if termination == "agent_stop":
+        return "end"
+    if termination:
+        return "finish"
+    return "model" if loops_back(state["messages"][-1]) else "tools"
+
+
+async def _request(
+    model: model_base.Model, request: ModelRequest, writer: Any, *, as_reasoning: bool = False
+) -> ModelResponse:
+    if writer is None:
+        return await model.complete(request)
+    final: ModelResponse | None = None
+    async for item in model.stream(request):
+        if isinstance(item, model_base.TextDelta):
+            writer(ReasoningDelta(item.text) if as_reasoning else TokenDelta(item.text))
+        elif isinstance(item, model_base.ReasoningDelta):
+            writer(ReasoningDelta(item.text))
+        else:
+            final = item
+    if final is None:
+        raise model_base.ModelError(f"model {model.name!r} ended its stream without a response")
+    return final

@@ -1,0 +1,136 @@
+"""What the agent graph's nodes share: the state types, their dependencies, the event emitter."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_stream_writer
+
+from agent.hooks import FixedMode, Intervention, InterventionContext, ModePolicy
+from agent.ledger import CostLedger, Price, PriceTable
+from agent.messages import Message, ModelSettings
+from agent.models import base as model_base
+from agent.modes import PLAIN_AGENTIC, ModeConfig, StepLimits
+from agent.nodes.history import HistoryMemo
+from agent.plant import surface_dialogue
+from agent.terminations import Termination
+from tools import Tool
+
+
+class TurnState(TypedDict, total=False):
+    """Bookkeeping of the current user turn, replaced as a whole by each node (one channel keeps
+    checkpoints cheap)."""
+
+    mode: str | None
+    mode_reason: str
+    mode_scores: dict[str, float]
+    steps: int
+    termination: Termination | None
+    error: str | None
+    argument_errors: dict[str, int]
+    failures: dict[str, int]
+    system_suffix: str | None
+
+
+class AgentState(TypedDict, total=False):
+    """The checkpointed state of one thread."""
+
+    messages: Annotated[list[dict[str, Any]], operator.add]
+    turn: TurnState
+    ledger: Annotated[list[dict[str, Any]], operator.add]
+    interventions: Annotated[list[dict[str, Any]], operator.add]
+
+
+@dataclass
+class GraphDeps:
+    """Everything the nodes need besides the state."""
+
+    model: model_base.Model
+    """The model that answers."""
+    tools: dict[str, Tool]
+    """Tools by name."""
+    system_prompt: str = ""
+    """The agent's system prompt; interventions never change it (the NPI baseline appends per turn)."""
+    interventions: Sequence[Intervention] = ()
+    """Run in order at the start of each user turn."""
+    mode_policy: ModePolicy = field(default_factory=FixedMode)
+    """Chooses each turn's mode."""
+    step_limits: StepLimits = field(default_factory=StepLimits)
+    """Model calls allowed per turn, per mode."""
+    mode_config: ModeConfig = PLAIN_AGENTIC
+    """Mode paths: PLAIN_AGENTIC (agentic is a bare tool loop) or agent.modes.A2FM_MODES (A²FM:
+    plan, tool rounds, periodic summaries, answer)."""
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    """Sampling settings for every request."""
+    prices: PriceTable = field(default_factory=PriceTable)
+    """Prices for the cost ledger."""
+
+    _prices: dict[str, Price] = field(default_factory=dict, repr=False)
+    _history: HistoryMemo = field(default_factory=HistoryMemo, repr=False)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The tools as OpenAI function schemas."""
+        return [t.openai_schema() for t in self.tools.values()]
+
+    def price(self, model: str) -> Price:
+        """The price of a model, looked up once per name."""
+        found = self._prices.get(model)
+        if found is None:
+            found = self._prices[model] = self.prices.price_for(model)
+        return found
+
+    def history(self, state: AgentState, config: RunnableConfig | None) -> list[Message]:
+        """The thread's messages as Message objects, each validated once per thread."""
+        return self._history.messages(cfg(config, "thread_id"), state["messages"])
+
+
+def new_turn(mode: str | None = None, reason: str = "") -> TurnState:
+    """The bookkeeping a user turn starts from, sent with the user's message; the mode is set when
+    it is known before the turn starts (forced, or a fixed policy)."""
+    return TurnState(
+        mode=mode, mode_reason=reason, mode_scores={}, steps=0, termination=None, error=None,
+        argument_errors={}, failures={}, system_suffix=None,
+    )
+
+
+def with_turn(state: AgentState, **changes: Any) -> dict[str, Any]:
+    """A `turn` update: the current turn state with some fields changed."""
+    return {"turn": {**state.get("turn", new_turn()), **changes}}
+
+
+def turn_index(state: AgentState) -> int:
+    """Which user turn of the thread this is (0 for the first)."""
+    return sum(1 for m in state["messages"] if m["role"] == "user") - 1
+
+
+EVENT_SINK = "__rein_events"
+"""Configurable key of a list that collects events when the caller is not streaming them."""
+
+
+def emitter(config: RunnableConfig | None) -> Any:
+    """Where a node sends its events: the caller's list when it only collects them (cheaper than
+    LangGraph's custom stream), else the custom stream writer."""
+    sink = cfg(config, EVENT_SINK)
+    return sink.append if sink is not None else get_stream_writer()
+
+
+def cfg(config: RunnableConfig | None, key: str, default: Any = None) -> Any:
+    """A configurable value of the run."""
+    return ((config or {}).get("configurable") or {}).get(key, default)
+
+
+def plugin_context(
+    deps: GraphDeps, schemas: list[dict[str, Any]], state: AgentState, config: RunnableConfig | None, ledger: CostLedger
+) -> InterventionContext:
+    """What plug-ins see; built only when a plug-in runs."""
+    return InterventionContext(
+        dialogue=surface_dialogue(deps.history(state, config)),
+        tools=schemas,
+        turn=turn_index(state),
+        model=deps.model,
+        ledger=ledger,
+    )
