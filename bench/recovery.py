@@ -11,9 +11,10 @@ operation, unsupported parameter; unseen: contradiction, unsupported domain), cl
 dialogues, and error-free controls. An error run succeeds when the agent's first recovery call is
 the right one, on the error turn, and the DB ends as required; a control, when it writes nothing
 and calls no recovery tool. Runs whose model failed are infrastructure errors, counted apart.
---limit N keeps the first N scenarios, which cover the types in
-turn. Each arm is one batch (scenarios.runner.run_batch) in OUT/ARM, resumable with --resume;
-the comparison table is printed and written to OUT/comparison.md and OUT/comparison.json.
+--tags retail keeps the scenarios carrying every named tag (a domain, control, position:after_read),
+--ids the named scenarios; --limit N then keeps the first N, which cover the types in turn. Each
+arm is one batch (scenarios.runner.run_batch) in OUT/ARM, resumable with --resume; the comparison
+table is printed and written to OUT/comparison.md and OUT/comparison.json.
 """
 
 from __future__ import annotations
@@ -53,8 +54,20 @@ def arm_options(name: str, model, detector: str) -> RunOptions:  # noqa: ANN001
 
 async def run(args: argparse.Namespace) -> int:
     scenarios = load_scenarios(args.suite)
+    # Filters apply before --limit, so a subset (one domain, one position) can be run on its own.
+    if args.tags:
+        wanted = {t.strip() for t in args.tags.split(",") if t.strip()}
+        scenarios = [s for s in scenarios if wanted <= set(s.tags)]
+    if args.ids:
+        ids = [i.strip() for i in args.ids.split(",") if i.strip()]
+        unknown = sorted(set(ids) - {s.id for s in scenarios})
+        if unknown:
+            raise UserFacingError(f"no such scenario in the selection: {', '.join(unknown)}")
+        scenarios = [s for s in scenarios if s.id in ids]
     if args.limit is not None:
         scenarios = scenarios[: args.limit]
+    if not scenarios:
+        raise UserFacingError("the selection holds no scenario")
     arms = [a.strip() for a in args.interventions.split(",") if a.strip()]
     model = resolve_model(args.model, **({"base_url": args.base_url} if args.base_url else {}))
     out = Path(args.out)
@@ -72,7 +85,8 @@ async def run(args: argparse.Namespace) -> int:
         summaries.append(summarize_arm(arm, result.records))
         print(f"{arm}: {len(result.records)} runs in {time.perf_counter() - started:.0f}s -> {out / arm}", file=sys.stderr)
     table = markdown(summaries)
-    header = f"Model {args.model}, {len(scenarios)} scenarios from {args.suite}, detector {args.detector}.\n\n"
+    chosen = "".join(f", {flag} {value}" for flag, value in (("tags", args.tags), ("ids", args.ids), ("limit", args.limit)) if value)
+    header = f"Model {args.model}, {len(scenarios)} scenarios from {args.suite}{chosen}, detector {args.detector}.\n\n"
     (out / "comparison.md").write_text(header + table + "\n", encoding="utf-8")
     (out / "comparison.json").write_text(json.dumps(as_json(summaries), indent=1) + "\n", encoding="utf-8")
     print(header + table)
@@ -84,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"agent model (default {DEFAULT_MODEL})")
     parser.add_argument("--base-url", default=None, help="base URL of an OpenAI-compatible server for openai:NAME models")
     parser.add_argument("--limit", type=int, default=None, help="run only the first N scenarios of the suite")
+    parser.add_argument("--tags", default=None, help="keep scenarios carrying every one of these comma-separated tags (e.g. retail)")
+    parser.add_argument("--ids", default=None, help="keep only these comma-separated scenario ids")
     parser.add_argument("--interventions", default="none,rein,npi", help="comma-separated arms (none, rein, npi, self-refine)")
     parser.add_argument("--detector", default="offline", choices=["offline", "llm"], help="inception module of rein and npi")
     parser.add_argument("--suite", type=Path, default=SUITE_PATH, help="suite file")
