@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interventions.error_map import NO_ERROR
+from interventions.error_map import NO_ERROR, SEEN
 
 if TYPE_CHECKING:
     from interventions.dialogues import ContextTurn, LabeledDialogue
@@ -129,7 +129,6 @@ def score(gold: Sequence[str], predicted: Sequence[str], labels: Sequence[str], 
     return report
 
 
-SEEN = ("vague_reference", "ambiguous_interpretation", "unsupported_operation", "unsupported_parameter")
 """Error types the paper's ReIn prompt was designed with; the others (contradiction, unsupported
 domain) are its unseen types (the same split as scenarios.recovery_suite)."""
 

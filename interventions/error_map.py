@@ -208,3 +208,9 @@ def resolve_error_map(spec: ErrorMap | str | Path | dict[str, Any] | None) -> Er
     if isinstance(spec, dict):
         return parse_error_map(spec)
     return load_error_map(spec)
+
+
+SEEN = ("vague_reference", "ambiguous_interpretation", "unsupported_operation", "unsupported_parameter")
+"""Error types the paper's ReIn prompt was designed with."""
+UNSEEN = ("contradiction", "unsupported_domain")
+"""Error types held out from that design."""

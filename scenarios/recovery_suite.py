@@ -27,12 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from interventions.error_map import SEEN, UNSEEN  # noqa: F401  (UNSEEN re-exported for the recovery report)
 from scenarios.format import Scenario
 
-SEEN = ("vague_reference", "ambiguous_interpretation", "unsupported_operation", "unsupported_parameter")
-"""Error types the paper's ReIn prompt was designed with."""
-UNSEEN = ("contradiction", "unsupported_domain")
-"""Error types held out from that design."""
 ERROR_ORDER = ("vague_reference", "ambiguous_interpretation", "contradiction",
                "unsupported_operation", "unsupported_parameter", "unsupported_domain")
 POSITIONS = ("opening", "after_identification", "after_read")
