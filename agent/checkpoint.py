@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import sqlite3
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -83,17 +87,52 @@ async def open_checkpointer(spec: Any, stack: contextlib.AsyncExitStack) -> Any:
     return await _open_sqlite(Path(where.target or ""), stack)
 
 
-async def _open_sqlite(path: Path, stack: contextlib.AsyncExitStack) -> Any:
+async def connect_sqlite(path: str | Path, synchronous: Literal["NORMAL", "FULL"] = "NORMAL") -> Any:
+    """An aiosqlite connection to path in WAL mode with the busy timeout set; closed again if setting up fails.
+
+    Two processes that open a new database at once race to switch it to WAL, and the switch
+    answers "database is locked" at once rather than waiting out the busy timeout, so it is
+    retried here until the timeout.
+    """
     import aiosqlite
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    conn = aiosqlite.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000)
+    # aiosqlite's worker thread is not a daemon: a program that ends by an exception before it
+    # closes its Agent would hang at exit. SQLite's commits are atomic, so dying mid-call is safe.
+    worker = getattr(conn, "_thread", None)
+    if isinstance(worker, threading.Thread):
+        worker.daemon = True
+    await conn
+    try:
+        await conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        pause = 0.005
+        while True:
+            try:
+                async with conn.execute("PRAGMA journal_mode=WAL") as cursor:
+                    row = await cursor.fetchone()
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.2)
+        if row is None or str(row[0]).lower() != "wal":
+            raise UserFacingError(f"{path}: SQLite could not switch the database to WAL mode (it stays {row and row[0]!r})")
+        await conn.execute(f"PRAGMA synchronous={synchronous}")
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
+
+
+async def _open_sqlite(path: Path, stack: contextlib.AsyncExitStack) -> Any:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = await aiosqlite.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000)
-    stack.push_async_callback(conn.close)
     # WAL lets readers run beside the writer; the busy timeout turns "database is locked" into a wait.
-    await conn.execute("PRAGMA journal_mode=WAL")
-    await conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    await conn.execute("PRAGMA synchronous=NORMAL")
+    conn = await connect_sqlite(path)
+    stack.push_async_callback(conn.close)
     saver = AsyncSqliteSaver(conn)
     await saver.setup()
     return saver

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from agent.checkpoint import BUSY_TIMEOUT_MS, locate
+from agent.checkpoint import connect_sqlite, locate
 from tools import CallRequest, Tool, ToolKind, ToolResult
 from tools.execute import CallHooks, interrupted
 
@@ -167,17 +167,15 @@ class SqliteJournal(_SqlJournal):
     @classmethod
     async def open(cls, path: str | Path) -> SqliteJournal:
         """Connect and create the table if needed."""
-        import aiosqlite
-
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        conn = await aiosqlite.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000)
-        await conn.execute("PRAGMA journal_mode=WAL")
-        await conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         # FULL, unlike the checkpointer's NORMAL: a finished write must survive a power cut too,
         # and there is one commit per tool call, not per token.
-        await conn.execute("PRAGMA synchronous=FULL")
-        await conn.execute(_CREATE)
-        await conn.commit()
+        conn = await connect_sqlite(path, synchronous="FULL")
+        try:
+            await conn.execute(_CREATE)
+            await conn.commit()
+        except BaseException:
+            await conn.close()
+            raise
         return cls(conn)
 
     async def _execute(self, sql: str, params: Sequence[Any]) -> None:
