@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from langgraph.graph import END, START, StateGraph
 
-from agent.hooks import ResponseReviewer
 from agent.messages import ToolCall
 from agent.nodes.finish import finish
 from agent.nodes.intervene import InterveneNode
@@ -25,6 +24,7 @@ from agent.nodes.mode import ModeNode, enter_turn
 from agent.nodes.model import ModelNode, after_model
 from agent.nodes.state import EVENT_SINK, AgentState, GraphDeps, TurnState, new_turn
 from agent.nodes.tools import REPEATED_FAILURE_LIMIT, ToolsNode, after_tools
+from agent.plugin_api import ResponseReviewer
 
 
 def build_graph(deps: GraphDeps) -> StateGraph:

@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent.hooks import Mode
 from agent.messages import Message, ModelRequest, ModelResponse, ModelSettings
+from agent.plugin_api import Mode
 
 StepKind = Literal["answer", "reason", "plan", "act", "summary"]
 STEP_KEY = "rein_step"

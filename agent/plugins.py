@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.errors import UserFacingError
-from agent.hooks import MODES, FixedMode, Intervention, ModePolicy
+from agent.plugin_api import MODES, FixedMode, Intervention, ModePolicy
 from tools import entry_points
 from tools.registry import resolve
 

@@ -18,11 +18,11 @@ from agent.checkpoint import open_checkpointer
 from agent.errors import ThreadBusy
 from agent.events import ApprovalRequested, FinalAnswer, ModeDecided, StreamEvent
 from agent.graph import EVENT_SINK, GraphDeps, build_graph, new_turn
-from agent.hooks import FixedMode, Intervention, Mode, ModePolicy
 from agent.ledger import CostLedger, LedgerEntry, PriceTable
 from agent.messages import Message, ModelSettings, Usage
 from agent.models import Model, resolve_model
 from agent.modes import PLAIN_AGENTIC, ModeConfig, StepLimits
+from agent.plugin_api import FixedMode, Intervention, Mode, ModePolicy
 from agent.terminations import Termination
 from agent.thread_lease import Hold, ThreadLeases, leases_for
 from tools import Tool, Toolkit

@@ -103,10 +103,10 @@ def agent_options(source: Any, **overrides: Any) -> dict[str, Any]:
     Agent.from_spec (agent/runtime.py) calls this; the spec never imports the runtime, so the
     two modules depend one way only.
     """
-    from agent.hooks import Intervention
     from agent.messages import ModelSettings
     from agent.models import ModelError, resolve_model
     from agent.modes import A2FM_MODES, PLAIN_AGENTIC
+    from agent.plugin_api import Intervention
     from agent.plugins import load_intervention, load_mode_policy
 
     spec, path = load_spec(source)

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from interventions.dialogues import context_turns, read_dialogues  # noqa: E402
+from interventions.dialogue_dataset import context_turns, read_dialogues  # noqa: E402
 from interventions.offline import OfflineDetector  # noqa: E402
 
 
@@ -52,8 +52,8 @@ async def suite_check(detector: OfflineDetector) -> str:
     from interventions import ReInIntervention
     from scenarios.loading import load_scenarios
     from scenarios.orchestrator import RunOptions, script_model
+    from scenarios.recovery.build import SUITE_PATH
     from scenarios.recovery.report import summarize_arm
-    from scenarios.recovery_suite import SUITE_PATH
     from scenarios.runner import run_batch
 
     suite = load_scenarios(SUITE_PATH)

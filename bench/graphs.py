@@ -30,7 +30,7 @@ from typing import Any
 # This file shares its name with the `graphs` package: keep bench/ off the import path.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from graphs.threads import limit_threads  # noqa: E402
+from graphs.cpu_threads import limit_threads  # noqa: E402
 
 DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "musique").resolve()
 
@@ -76,7 +76,7 @@ def bench_build(corpus: list[Any], openie: list[Any], cold_passages: int) -> dic
 
 def bench_latency(qg: Any, questions: list[Any], n: int) -> dict[str, Any]:
     from graphs.embedding import resolve_embedder
-    from graphs.retrievers import RETRIEVERS, make_retriever
+    from graphs.retriever_registry import RETRIEVERS, make_retriever
     from graphs.store import load_graph, save_graph
 
     embed = resolve_embedder()
@@ -98,7 +98,7 @@ def bench_gfm_scaling(qg: Any, questions: list[Any], sizes: list[int], repeats: 
 
     from graphs.embedding import resolve_embedder
     from graphs.gfm.checkpoint import load_checkpoint
-    from graphs.gfm.retriever import subgraph_options
+    from graphs.gfm.gfm_retriever import subgraph_options
     from graphs.gfm.scorer import GFMScorer
     from graphs.gfm.subgraph import QueryGraphSampler
     from graphs.pyg import PygGraph, to_pyg

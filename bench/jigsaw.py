@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scenarios.jigsaw import JigsawConfig, JigsawEnv
-from scenarios.jigsaw.evaluate import level_name, markdown_table, per_image_table, solver_bench
+from scenarios.jigsaw.jigsaw_eval import level_name, markdown_table, per_image_table, solver_bench
 from tools.sandbox import SandboxSession
 
 

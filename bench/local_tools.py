@@ -75,7 +75,7 @@ def retail_cases(limit: int) -> list[Case]:
     """The opening turns of the first recovery scenarios, and one clear request."""
     from scenarios.loading import load_scenarios
     from scenarios.orchestrator import build_environment
-    from scenarios.recovery_suite import SUITE_PATH
+    from scenarios.recovery.build import SUITE_PATH
 
     cases: list[Case] = []
     scenarios = [s for s in load_scenarios(SUITE_PATH) if s.domain == "retail" and s.errors]

@@ -45,7 +45,7 @@ def retail_prompts() -> tuple[str, list[dict[str, Any]], list[str]]:
     """The retail agent's policy and tools, and two simulated users' system prompts."""
     from scenarios.loading import load_scenarios
     from scenarios.orchestrator import build_environment
-    from scenarios.recovery_suite import SUITE_PATH
+    from scenarios.recovery.build import SUITE_PATH
     from scenarios.users.simulated import system_prompt
 
     scenarios = [s for s in load_scenarios(SUITE_PATH) if s.domain == "retail"][:2]

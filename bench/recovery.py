@@ -4,7 +4,7 @@
     python bench/recovery.py --limit 14 --interventions none,rein,npi,self-refine
     python bench/recovery.py --model echo --limit 3            # smoke run, no model weights
 
-The suite is scenarios/recovery/suite.yaml (python -m scenarios.recovery_suite): tau2 test-split
+The suite is scenarios/recovery/suite.yaml (python -m scenarios.recovery.build): tau2 test-split
 retail and airline tasks with an injected error turn at the opening, after the user identified,
 or after a read tool's answer (seen: vague reference, ambiguous interpretation, unsupported
 operation, unsupported parameter; unseen: contradiction, unsupported domain), clarify-then-act
@@ -34,8 +34,8 @@ from agent.models import DEFAULT_MODEL, resolve_model  # noqa: E402
 from agent.plugins import intervention_names, load_intervention  # noqa: E402
 from scenarios.loading import load_scenarios  # noqa: E402
 from scenarios.orchestrator import RunOptions  # noqa: E402
+from scenarios.recovery.build import SUITE_PATH  # noqa: E402
 from scenarios.recovery.report import as_json, markdown, summarize_arm  # noqa: E402
-from scenarios.recovery_suite import SUITE_PATH  # noqa: E402
 from scenarios.runner import run_batch  # noqa: E402
 
 

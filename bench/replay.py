@@ -134,10 +134,10 @@ def scenario_runs(repeat: int) -> list[dict[str, Any]]:
     import asyncio
     import tempfile
 
-    from scenarios.format import Scenario
     from scenarios.loading import collect_scenarios, load_scenarios
     from scenarios.orchestrator import RunOptions, script_model
     from scenarios.runner import run_batch
+    from scenarios.scenario import Scenario
 
     examples = collect_scenarios([Path(__file__).resolve().parents[1] / "scenarios" / "examples"])
     retail = []

@@ -31,11 +31,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agent.cost_of_pass import CostOfPass, cost_of_pass, reduction  # noqa: E402
-from agent.hooks import MODES  # noqa: E402
 from agent.ledger import CostLedger, PriceTable  # noqa: E402
 from agent.messages import Message, ModelSettings  # noqa: E402
 from agent.models import Model, resolve_model  # noqa: E402
 from agent.modes import A2FM_MODES, StepLimits, loops_back, mode_step, step_message  # noqa: E402
+from agent.plugin_api import MODES  # noqa: E402
 from tools import CallRequest, Tool, ToolKind, execute_calls, tool  # noqa: E402
 from tools.builtin import calculate  # noqa: E402
 

@@ -24,10 +24,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from scenarios.format import Scenario
 from scenarios.loading import collect_scenarios
 from scenarios.ray_backend import RayBackend, RunSpec, build_run_options, import_ray
 from scenarios.runner import run_batch
+from scenarios.scenario import Scenario
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "scenarios" / "examples"
 

@@ -44,7 +44,7 @@ from openai import AsyncOpenAI
 from agent.messages import ModelRequest
 from agent.models import FunctionModel
 from agent.models.testing import EchoModel
-from agent.plant import surface_dialogue
+from agent.planted_reasoning import surface_dialogue
 from agent.runtime import Agent
 from agent.server import BackgroundServer, ServerConfig, create_app, key_id, storage_id
 

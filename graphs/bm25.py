@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from graphs.corpus import Passage
-from graphs.retriever import Provenance, Retriever
+from graphs.retrieval import Provenance, Retriever
 from graphs.text import tokens
 
 if TYPE_CHECKING:

@@ -120,7 +120,7 @@ def _build(args: argparse.Namespace, corpus: list[Any], embedder: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graphs.threads import limit_threads
+    from graphs.cpu_threads import limit_threads
 
     limit_threads()
     return {"build": _run_build, "train": _run_train, "query": _run_query, "eval": _run_eval}[args.action](args)
@@ -148,10 +148,10 @@ def _format_summary(summary: dict[str, Any]) -> str:
 
 def _run_train(args: argparse.Namespace) -> int:
     from graphs.corpus import load_questions
-    from graphs.evaluate import split_questions
     from graphs.gfm.checkpoint import save_checkpoint
     from graphs.gfm.config import paper_config, small_config
     from graphs.gfm.train import TrainOptions, train_gfm
+    from graphs.retrieval_eval import split_questions
     from graphs.store import load_graph
 
     if args.steps < 1:
@@ -183,7 +183,7 @@ def _run_train(args: argparse.Namespace) -> int:
 
 
 def _run_query(args: argparse.Namespace) -> int:
-    from graphs.retrievers import make_retriever
+    from graphs.retriever_registry import make_retriever
     from graphs.store import load_graph
 
     if args.k < 1:
@@ -205,8 +205,8 @@ def _run_query(args: argparse.Namespace) -> int:
 
 def _run_eval(args: argparse.Namespace) -> int:
     from graphs.corpus import load_corpus, load_questions
-    from graphs.evaluate import evaluate
-    from graphs.retrievers import make_retriever
+    from graphs.retrieval_eval import evaluate
+    from graphs.retriever_registry import make_retriever
     from graphs.store import MANIFEST, load_graph, save_graph
 
     if args.store and not args.graph:

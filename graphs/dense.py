@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from agent.extras import needs_extra
 from graphs.embedding import Embedder
 from graphs.quadgraph import Layer, QuadGraph
-from graphs.retriever import Provenance, Retriever
+from graphs.retrieval import Provenance, Retriever
 from graphs.store import open_collection
 
 if TYPE_CHECKING:

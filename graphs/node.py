@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import tracing
-from agent.hooks import InterventionContext, Plant
+from agent.plugin_api import InterventionContext, Plant
 from graphs.tool import retrieval_toolkit
 
 

@@ -13,7 +13,7 @@ from graphs.embedding import Embedder
 from graphs.linking import EntityLinker, LinkerOptions
 from graphs.provenance import trace_path
 from graphs.quadgraph import Layer, QuadGraph, RelationKind
-from graphs.retriever import Provenance, Retriever
+from graphs.retrieval import Provenance, Retriever
 
 if TYPE_CHECKING:
     import numpy as np

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from graphs.quadgraph import Layer, QuadGraph
-from graphs.retriever import PathStep
+from graphs.retrieval import PathStep
 
 _WALKABLE = (Layer.ENTITY, Layer.DOCUMENT, Layer.ATTRIBUTE)
 

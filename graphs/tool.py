@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from graphs.errors import GraphInputError
-from graphs.retrievers import RETRIEVERS, make_retriever
+from graphs.retriever_registry import RETRIEVERS, make_retriever
 from graphs.store import load_graph
 from tools.errors import ToolError
 from tools.registry import Toolkit, toolkit_factory

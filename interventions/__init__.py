@@ -3,7 +3,7 @@
     from interventions import ReInIntervention, with_recovery_tools
     agent = Agent(model, with_recovery_tools(tools), system_prompt, interventions=[ReInIntervention()])
 
-The protocol types come from the runtime (agent.hooks). Implementations load on first use, so
+The protocol types come from the runtime (agent.plugin_api). Implementations load on first use, so
 importing this package stays light (no torch, no embeddings).
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.hooks import Intervention, InterventionContext, Plant, PlantVia, ResponseReviewer
 from agent.lazy import lazy_exports
+from agent.plugin_api import Intervention, InterventionContext, Plant, PlantVia, ResponseReviewer
 
 if TYPE_CHECKING:
     from interventions.baselines import NaivePromptInjection, SelfRefine

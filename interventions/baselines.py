@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.hooks import InterventionContext, Plant, PlantVia
 from agent.messages import Message, ModelRequest, ModelResponse, ModelSettings
+from agent.plugin_api import InterventionContext, Plant, PlantVia
 from interventions.llm_inception import first_json_object
 from interventions.rein import DiagnosingIntervention
 

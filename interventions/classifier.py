@@ -81,7 +81,7 @@ class TurnClassifier:
 
 
 @dataclass
-class TrainConfig:
+class ClassifierTrainConfig:
     """Hyperparameters of train_classifier."""
 
     hidden: int = 0
@@ -98,9 +98,9 @@ class TrainConfig:
     """Weight classes inversely to their frequency."""
 
 
-def train_classifier(x: np.ndarray, y: np.ndarray, labels: list[str], config: TrainConfig | None = None) -> TurnClassifier:
+def train_classifier(x: np.ndarray, y: np.ndarray, labels: list[str], config: ClassifierTrainConfig | None = None) -> TurnClassifier:
     """Fit a TurnClassifier on rows x (n, d) with integer labels y (n,)."""
-    cfg = config or TrainConfig()
+    cfg = config or ClassifierTrainConfig()
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.int64)
     n, d = x.shape

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from agent.hooks import InterventionContext
 from agent.messages import Message
+from agent.plugin_api import InterventionContext
 from interventions.error_map import NO_ERROR
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from interventions.error_map import NO_ERROR, SEEN
 
 if TYPE_CHECKING:
-    from interventions.dialogues import ContextTurn, LabeledDialogue
+    from interventions.dialogue_dataset import ContextTurn, LabeledDialogue
     from interventions.offline import OfflineDetector
 
 DEFAULT_METRICS_PATH = Path(__file__).resolve().parent / "data" / "detector_metrics.json"
@@ -130,7 +130,7 @@ def score(gold: Sequence[str], predicted: Sequence[str], labels: Sequence[str], 
 
 
 """Error types the paper's ReIn prompt was designed with; the others (contradiction, unsupported
-domain) are its unseen types (the same split as scenarios.recovery_suite)."""
+domain) are its unseen types (the same split as scenarios.recovery.build)."""
 
 
 def _rate(k: int, n: int) -> str:
@@ -139,7 +139,7 @@ def _rate(k: int, n: int) -> str:
 
 def evaluate_dialogues(dialogues: list[LabeledDialogue], detector: OfflineDetector) -> dict[str, Any]:
     """Turn scores, activation at the error turn and false activations of a detector on dialogues."""
-    from interventions.dialogues import context_turns
+    from interventions.dialogue_dataset import context_turns
     from interventions.error_map import load_error_map
 
     rows = context_turns(dialogues)
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     from agent.errors import UserFacingError
-    from interventions.dialogues import DIALOGUES_PATH, read_dialogues
+    from interventions.dialogue_dataset import DIALOGUES_PATH, read_dialogues
     from interventions.offline import OfflineDetector
 
     parser = argparse.ArgumentParser(prog="python -m interventions.detector_eval", description="Score the offline detector on the test dialogues.")

@@ -11,9 +11,9 @@ import json
 import re
 from typing import Any
 
-from agent.hooks import InterventionContext
 from agent.messages import Message, ModelRequest, ModelSettings
 from agent.models.base import Model
+from agent.plugin_api import InterventionContext
 from interventions.detection import Detection
 from interventions.error_map import NO_ERROR, ErrorMap
 

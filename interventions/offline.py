@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.hooks import InterventionContext
+from agent.plugin_api import InterventionContext
 from interventions.detection import Detection
 from interventions.error_map import NO_ERROR
 

@@ -14,8 +14,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from agent.hooks import InterventionContext, Plant, PlantVia
 from agent.models.base import Model
+from agent.plugin_api import InterventionContext, Plant, PlantVia
 from interventions.detection import Detection, Detector, latest_user_turn
 from interventions.error_map import ErrorMap, resolve_error_map
 from interventions.recovery_tools import missing_recovery_tools

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent.errors import UserFacingError
-from interventions.dialogues import (
+from interventions.dialogue_dataset import (
     DIALOGUES_PATH,
     ContextTurn,
     build_dialogues,
@@ -32,7 +32,7 @@ from interventions.dialogues import (
 )
 from interventions.error_map import NO_ERROR, load_error_map
 from interventions.offline import FEATURE_BLOCKS, KNOWN_BLOCKS, request_part
-from interventions.turns import DATA_DIR
+from interventions.turn_dataset import DATA_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "tau2"
@@ -101,7 +101,7 @@ def train(data_root: Path, dataset: Path, out: Path, seed: int, rebuild: bool) -
     """Build (or read) the dialogues, choose features, hidden units and threshold on validation, fit, save."""
     import numpy as np
 
-    from interventions.classifier import TrainConfig, train_classifier
+    from interventions.classifier import ClassifierTrainConfig, train_classifier
     from interventions.detector_eval import score
     from interventions.offline import turn_features
 
@@ -130,7 +130,7 @@ def train(data_root: Path, dataset: Path, out: Path, seed: int, rebuild: bool) -
     search, models = [], []
     for blocks, hidden in CANDIDATES:
         cols = _columns(blocks)
-        clf = train_classifier(x_fit[:, cols], y_fit, names, TrainConfig(hidden=hidden, l2=L2, epochs=EPOCHS, seed=seed))
+        clf = train_classifier(x_fit[:, cols], y_fit, names, ClassifierTrainConfig(hidden=hidden, l2=L2, epochs=EPOCHS, seed=seed))
         probs = clf.predict_proba(x_val[:, cols])
         pe = p_error(probs, val_rows)
         threshold = choose_threshold([p for p, r in zip(pe, val_rows, strict=True) if r.label == NO_ERROR])

@@ -12,7 +12,7 @@ from __future__ import annotations
 from agent.lazy import lazy_exports
 
 _EXPORTS = {
-    "Scenario": "scenarios.format",
+    "Scenario": "scenarios.scenario",
     "load_scenarios": "scenarios.loading",
     "collect_scenarios": "scenarios.loading",
     "scenario_from_task": "scenarios.loading",
@@ -20,7 +20,7 @@ _EXPORTS = {
     "RunOptions": "scenarios.orchestrator",
     "run_scenario": "scenarios.orchestrator",
     "script_model": "scenarios.orchestrator",
-    "evaluate": "scenarios.evaluation",
+    "evaluate": "scenarios.grading",
     "run_batch": "scenarios.runner",
     "pass_hat_k": "scenarios.metrics",
 }

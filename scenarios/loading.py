@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from scenarios.errors import ScenarioFileError
-from scenarios.format import (
+from scenarios.scenario import (
     Evaluation,
     Scenario,
     ScenarioAction,

@@ -22,18 +22,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent import tracing
-from agent.hooks import Intervention, ModePolicy
 from agent.ledger import CostLedger, PriceTable
 from agent.messages import Message, ModelSettings
 from agent.models import Model, ScriptedModel, call, calls, reply
 from agent.models.base import ModelError
 from agent.modes import StepLimits
-from agent.plant import PLANTED
+from agent.planted_reasoning import PLANTED
+from agent.plugin_api import Intervention, ModePolicy
 from agent.runtime import Agent, RunResult
-from scenarios.format import Scenario, ScriptStep, SimulatedUserConfig
+from scenarios.scenario import Scenario, ScriptStep, SimulatedUserConfig
 from scenarios.trajectory import ScenarioTermination, Trajectory, TrajectoryMessage, TurnMetrics
 from scenarios.users.base import User, UserSimulationError, UserView
-from scenarios.users.error_turns import build_context
+from scenarios.users.error_templates import build_context
 from scenarios.users.injecting import ErrorInjectingUser
 from scenarios.users.scripted import ScriptedUser
 from scenarios.users.simulated import SimulatedUser

@@ -30,8 +30,8 @@ from typing import Any
 from agent.errors import UserFacingError
 from agent.messages import ModelRequest, ModelResponse
 from agent.models.base import Model
-from scenarios.format import Scenario
 from scenarios.orchestrator import Episode, RunOptions
+from scenarios.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -266,7 +266,7 @@ class RayBackend:
 
 async def lost_record(scenario: Scenario, trial: int, scenario_hash: str, attempts: int, exc: BaseException) -> dict[str, Any]:
     """The record of a run whose worker died on every try: a `worker_lost` infrastructure error."""
-    from scenarios.evaluation import evaluate
+    from scenarios.grading import evaluate
     from scenarios.runner import make_record
     from scenarios.trajectory import Trajectory
 

@@ -29,10 +29,10 @@ from typing import Any, Protocol
 
 from agent.errors import UserFacingError
 from agent.models.base import Model
-from scenarios.evaluation import RewardBreakdown, evaluate
-from scenarios.format import Evaluation, InjectedError, Scenario
+from scenarios.grading import RewardBreakdown, evaluate
 from scenarios.metrics import summarize
 from scenarios.orchestrator import Episode, RunOptions, run_scenario
+from scenarios.scenario import Evaluation, InjectedError, Scenario
 from scenarios.trajectory import Trajectory
 from scenarios.users.error_types import ERROR_TYPES
 

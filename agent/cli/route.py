@@ -59,7 +59,7 @@ def _build(args: argparse.Namespace) -> Any:
 
 
 async def _route_all(router: Any, queries: list[str], kind: str) -> list[dict[str, Any]]:
-    from agent.hooks import MODES
+    from agent.plugin_api import MODES
 
     if kind in ("offline", "cost"):
         offline = router if kind == "offline" else router._router()
@@ -79,7 +79,7 @@ async def _route_all(router: Any, queries: list[str], kind: str) -> list[dict[st
 
 
 def _run_eval(args: argparse.Namespace) -> int:
-    from agent.routing.evaluate import format_report, load_labeled, score_routes
+    from agent.routing.router_eval import format_report, load_labeled, score_routes
 
     if args.data is None:
         raise UserFacingError("route eval needs --data FILE (JSONL with query and mode fields)")

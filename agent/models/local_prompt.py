@@ -11,7 +11,7 @@ text. Past turns are shown as `Action: NAME` + `Arguments: {...}` or `Action: re
 "json": one grammar for the whole turn, `{"answer": ...}` or `{"tool_calls": [...]}`; a greedy
 small model takes the answer branch there unless its history already shows a JSON call.
 
-Planted reasoning (agent.plant) is rendered as the opening of the assistant's own turn, not as a
+Planted reasoning (agent.planted_reasoning) is rendered as the opening of the assistant's own turn, not as a
 closed turn answered by an empty tool result: when it is the last thing in the history, the prompt
 ends with the generation prompt and the plan (`Plan.prefix`), so the model goes on from its own
 reasoning into its action in one generation; once the model has acted, the plan is shown as the
@@ -38,7 +38,7 @@ from agent.models.tool_grammar import (
     tools_prompt,
 )
 from agent.models.toolcall_parse import AnswerStreamExtractor, parse_turn
-from agent.plant import planted_reasoning
+from agent.planted_reasoning import planted_reasoning
 
 PlanMode = Literal["plain", "tools", "actions", "json"]
 ToolProtocol = Literal["action", "json"]

@@ -10,10 +10,10 @@ from langchain_core.runnables import RunnableConfig
 
 from agent import tracing
 from agent.events import InterventionApplied
-from agent.hooks import Intervention, InterventionContext, Plant
 from agent.ledger import CostLedger
 from agent.nodes.state import AgentState, GraphDeps, emitter, plugin_context, turn_index, with_turn
-from agent.plant import plant_messages
+from agent.planted_reasoning import plant_messages
+from agent.plugin_api import Intervention, InterventionContext, Plant
 
 
 @dataclass

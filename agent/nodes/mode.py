@@ -9,9 +9,9 @@ from langchain_core.runnables import RunnableConfig
 
 from agent import tracing
 from agent.events import ModeDecided
-from agent.hooks import FixedMode, ModeDecision
 from agent.ledger import CostLedger
 from agent.nodes.state import AgentState, GraphDeps, cfg, emitter, plugin_context, with_turn
+from agent.plugin_api import FixedMode, ModeDecision
 
 
 @dataclass

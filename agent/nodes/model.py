@@ -10,7 +10,6 @@ from langchain_core.runnables import RunnableConfig
 
 from agent import tracing
 from agent.events import FinalAnswer, ReasoningDelta, TokenDelta, ToolCallEvent
-from agent.hooks import ResponseReviewer
 from agent.ledger import CostLedger
 from agent.messages import ModelRequest, ModelResponse
 from agent.models import base as model_base
@@ -24,6 +23,7 @@ from agent.nodes.state import (
     plugin_context,
     with_turn,
 )
+from agent.plugin_api import ResponseReviewer
 
 # Intermediate steps stream as reasoning, not as answer text.
 _REASONING_STEPS = ("reason", "plan", "summary")

@@ -10,13 +10,13 @@ from typing import Annotated, Any, TypedDict
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 
-from agent.hooks import FixedMode, Intervention, InterventionContext, ModePolicy
 from agent.ledger import CostLedger, Price, PriceTable
 from agent.messages import Message, ModelSettings
 from agent.models import base as model_base
 from agent.modes import PLAIN_AGENTIC, ModeConfig, StepLimits
 from agent.nodes.history import HistoryMemo
-from agent.plant import surface_dialogue
+from agent.planted_reasoning import surface_dialogue
+from agent.plugin_api import FixedMode, Intervention, InterventionContext, ModePolicy
 from agent.terminations import Termination
 from tools import Tool
 

@@ -2,15 +2,15 @@
 
 SelfRouter lets the model announce the mode with a leading `<classification>` tag; OfflineRouter
 is a small classifier shipped with the package; CostAwareRouter picks the cheapest mode whose
-predicted success clears a threshold. agent.hooks.FixedMode always picks one mode.
+predicted success clears a threshold. agent.plugin_api.FixedMode always picks one mode.
 """
 
 from __future__ import annotations
 
-from agent.hooks import FixedMode
+from agent.plugin_api import FixedMode
 from agent.routing.cost import DEFAULT_MODE_COSTS, CostAwareRouter, ModeCost
-from agent.routing.evaluate import RouterReport, load_labeled, score_routes
 from agent.routing.offline import OfflineRouter, RouterWeights
+from agent.routing.router_eval import RouterReport, load_labeled, score_routes
 from agent.routing.self_router import SelfRouter, classification_tag, parse_classification
 
 __all__ = [

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.hooks import MODES, InterventionContext, Mode, ModeDecision
 from agent.ledger import Price, PriceTable
+from agent.plugin_api import MODES, InterventionContext, Mode, ModeDecision
 from agent.routing.offline import OfflineRouter, last_user_text
 
 

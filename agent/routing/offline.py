@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import UserFacingError
 from agent.extras import needs_extra
-from agent.hooks import MODES, InterventionContext, Mode, ModeDecision
+from agent.plugin_api import MODES, InterventionContext, Mode, ModeDecision
 from agent.routing.features import FEATURE_NAMES, query_features
 
 if TYPE_CHECKING:  # numpy is the local extra's; SelfRouter imports this module in the core

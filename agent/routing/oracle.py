@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import UserFacingError
-from agent.hooks import MODES
+from agent.plugin_api import MODES
 from agent.routing.bootstrap import Interval, mean_interval, ratio_interval
 
 NONE = "none"

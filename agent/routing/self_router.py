@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent.hooks import MODES, InterventionContext, Mode, ModeDecision
 from agent.ledger import PriceTable
 from agent.messages import Message, ModelRequest, ModelResponse, ModelSettings
 from agent.models.base import Model
+from agent.plugin_api import MODES, InterventionContext, Mode, ModeDecision
 from agent.routing.offline import last_user_text
 
 CLASSIFY_INSTRUCTION = (

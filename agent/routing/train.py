@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from agent.hooks import MODES
-from agent.routing.evaluate import LabeledQuery, load_labeled, score_routes
+from agent.plugin_api import MODES
 from agent.routing.features import FEATURE_NAMES, query_features
 from agent.routing.offline import DATA_DIR, DEFAULT_WEIGHTS, RouterWeights
+from agent.routing.router_eval import LabeledQuery, load_labeled, score_routes
 from agent.softmax import fit_adam
 
 SEED = 20250601
@@ -100,7 +100,7 @@ def augment(rows: list[LabeledQuery], copies: int, seed: int = SEED) -> list[Lab
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class RouterTrainConfig:
     """Hyperparameters of one training run."""
 
     use_embeddings: bool = True
@@ -119,7 +119,7 @@ class TrainConfig:
     """Adam learning rate."""
 
 
-def fit(rows: list[LabeledQuery], embeddings: np.ndarray, config: TrainConfig) -> RouterWeights:
+def fit(rows: list[LabeledQuery], embeddings: np.ndarray, config: RouterTrainConfig) -> RouterWeights:
     """Full-batch softmax regression with L2, by Adam (agent.softmax.fit_adam)."""
     features = query_features([r.query for r in rows])
     mean = features.mean(axis=0)
@@ -157,7 +157,7 @@ def _accuracy(weights: RouterWeights, rows: list[LabeledQuery], embed: Any) -> d
     return {"accuracy": report.accuracy, "per_mode": {m: report.per_mode[m]["accuracy"] for m in MODES}}
 
 
-def train(data_dir: Path, config: TrainConfig, probe: Path | None = PROBE) -> tuple[RouterWeights, dict[str, Any]]:
+def train(data_dir: Path, config: RouterTrainConfig, probe: Path | None = PROBE) -> tuple[RouterWeights, dict[str, Any]]:
     """Train on routing_train.jsonl; report accuracy on train, dev and the probe set."""
     from agent.embeddings import embed_texts
 
@@ -184,12 +184,12 @@ def train(data_dir: Path, config: TrainConfig, probe: Path | None = PROBE) -> tu
     return weights, results
 
 
-ABLATIONS: dict[str, TrainConfig] = {
-    "shipped (embeddings + features + augmentation)": TrainConfig(),
-    "embeddings only, no augmentation": TrainConfig(use_features=False, augment_copies=0),
-    "embeddings + features, no augmentation": TrainConfig(augment_copies=0),
-    "embeddings + augmentation, no features": TrainConfig(use_features=False),
-    "features only + augmentation": TrainConfig(use_embeddings=False),
+ABLATIONS: dict[str, RouterTrainConfig] = {
+    "shipped (embeddings + features + augmentation)": RouterTrainConfig(),
+    "embeddings only, no augmentation": RouterTrainConfig(use_features=False, augment_copies=0),
+    "embeddings + features, no augmentation": RouterTrainConfig(augment_copies=0),
+    "embeddings + augmentation, no features": RouterTrainConfig(use_features=False),
+    "features only + augmentation": RouterTrainConfig(use_embeddings=False),
 }
 
 
@@ -202,12 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.data_dir / "routing_train.jsonl").is_file():
         print(f"routing_train.jsonl not found in {args.data_dir}; pass --data-dir", file=sys.stderr)
         return 2
-    configs = ABLATIONS if args.ablation else {"shipped (embeddings + features + augmentation)": TrainConfig()}
+    configs = ABLATIONS if args.ablation else {"shipped (embeddings + features + augmentation)": RouterTrainConfig()}
     summary: dict[str, Any] = {}
     for name, config in configs.items():
         weights, results = train(args.data_dir, config)
         summary[name] = results
-        if config == TrainConfig():
+        if config == RouterTrainConfig():
             weights.save(args.out)
             summary[name]["saved"] = str(args.out)
     print(json.dumps(summary, indent=2))

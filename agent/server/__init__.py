@@ -5,9 +5,9 @@ app; `rein serve` runs it."""
 from agent.server.app import create_app
 from agent.server.auth import ApiKey, ApiKeys, key_id, load_api_keys
 from agent.server.background import BackgroundServer
+from agent.server.chat_turns import ServerConfig, ServerState, TurnOutcome
 from agent.server.errors import ApiError
 from agent.server.threads import storage_id
-from agent.server.turns import ServerConfig, ServerState, TurnOutcome
 
 __all__ = [
     "ApiError",

@@ -22,6 +22,7 @@ with needs_extra("server", "rein's HTTP server"):
 
 from agent.runtime import Agent
 from agent.server.auth import ApiKey, ApiKeys
+from agent.server.chat_turns import ServerConfig, ServerState, TurnHandle, TurnRequest
 from agent.server.cors import add_cors
 from agent.server.errors import ApiError, bad_request, error_body
 from agent.server.schema import (
@@ -33,7 +34,6 @@ from agent.server.schema import (
 )
 from agent.server.sse import stream_turn
 from agent.server.threads import KeySource, Turn, check_key, derived_key
-from agent.server.turns import ServerConfig, ServerState, TurnHandle, TurnRequest
 
 log = logging.getLogger("rein.server")
 

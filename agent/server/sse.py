@@ -9,9 +9,9 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from agent.server.chat_turns import TurnHandle, TurnOutcome
 from agent.server.errors import ApiError, error_body
 from agent.server.schema import ChatRequest, chunk_object, new_completion_id
-from agent.server.turns import TurnHandle, TurnOutcome
 
 log = logging.getLogger("rein.server")
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agent.messages import Message
-from agent.plant import surface_dialogue
+from agent.planted_reasoning import surface_dialogue
 
 REPLY_SEPARATOR = "\n\n"
 """Joins the texts of several assistant messages of one turn (text said before and after tools)."""

@@ -28,8 +28,8 @@ _EXPORTS = {
     "JigsawConfig": "scenarios.jigsaw.env",
     "JigsawEnv": "scenarios.jigsaw.env",
     "StepResult": "scenarios.jigsaw.env",
-    "BenchCell": "scenarios.jigsaw.evaluate",
-    "solver_bench": "scenarios.jigsaw.evaluate",
+    "BenchCell": "scenarios.jigsaw.jigsaw_eval",
+    "solver_bench": "scenarios.jigsaw.jigsaw_eval",
     "BUNDLED_PHOTOS": "scenarios.jigsaw.images",
     "DEFAULT_PHOTOS": "scenarios.jigsaw.images",
     "ImageLoadError": "scenarios.jigsaw.images",
@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from scenarios.jigsaw.agent import AgentRun, LLMAgentConfig, run_llm_episode
     from scenarios.jigsaw.env import EpisodeOver, EpisodeResult, JigsawConfig, JigsawEnv, StepResult
     from scenarios.jigsaw.episode import EpisodeRun, jigsaw_agent, play_episode, run_episode
-    from scenarios.jigsaw.evaluate import BenchCell, solver_bench
     from scenarios.jigsaw.images import BUNDLED_PHOTOS, DEFAULT_PHOTOS, ImageLoadError, load_image
+    from scenarios.jigsaw.jigsaw_eval import BenchCell, solver_bench
     from scenarios.jigsaw.observe import Observation
     from scenarios.jigsaw.solver import SolverAgent, SolverModel
     from scenarios.jigsaw.toolkit import jigsaw_toolkit

@@ -157,8 +157,8 @@ def _show_level(level: int | None) -> str:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from scenarios.jigsaw.evaluate import markdown_table, per_image_table, solver_bench
     from scenarios.jigsaw.images import DEFAULT_PHOTOS, load_image
+    from scenarios.jigsaw.jigsaw_eval import markdown_table, per_image_table, solver_bench
     from scenarios.jigsaw.puzzle import check_grid
 
     for grid in args.grids:

@@ -20,10 +20,10 @@ from typing import Any
 
 from agent.messages import Message
 from agent.models.base import Model, ModelError
-from agent.plant import PLANTED
-from scenarios.evaluation import RewardBreakdown
-from scenarios.format import Scenario
+from agent.planted_reasoning import PLANTED
+from scenarios.grading import RewardBreakdown
 from scenarios.orchestrator import Episode, RunOptions, script_model
+from scenarios.scenario import Scenario
 from scenarios.trajectory import Trajectory, TrajectoryMessage, TurnMetrics
 
 FINAL_IMAGE_SIDE = 256

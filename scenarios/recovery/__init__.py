@@ -1,1 +1,1 @@
-"""The error-recovery suite (suite.yaml, built by scenarios/recovery_suite.py) and its comparison report."""
+"""The error-recovery suite (suite.yaml, built by scenarios/recovery/build.py) and its comparison report."""

@@ -22,7 +22,7 @@ from typing import Any
 from agent.errors import UserFacingError
 from interventions.baselines import SELF_REFINE_MARK
 from scenarios.metrics import is_infrastructure_error
-from scenarios.recovery_suite import (
+from scenarios.recovery.build import (
     CLARIFY,
     CONTROL,
     ERROR_ORDER,

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.hooks import MODES
 from agent.messages import ModelSettings
 from agent.models import CassetteModel, Model, resolve_model
 from agent.modes import A2FM_MODES, StepLimits
+from agent.plugin_api import MODES
 from agent.routing.oracle import ModeRun, OracleRow, oracle_label
 from scenarios.routing_tasks.graders import grade
 from scenarios.routing_tasks.task import RoutingTask, load_tasks

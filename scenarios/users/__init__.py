@@ -18,8 +18,8 @@ _EXPORTS = {
     "ScriptedUser": "scenarios.users.scripted",
     "SimulatedUser": "scenarios.users.simulated",
     "ErrorInjectingUser": "scenarios.users.injecting",
-    "ErrorContext": "scenarios.users.error_turns",
-    "build_context": "scenarios.users.error_turns",
+    "ErrorContext": "scenarios.users.error_templates",
+    "build_context": "scenarios.users.error_templates",
     "ERROR_TYPES": "scenarios.users.error_types",
     "ErrorType": "scenarios.users.error_types",
 }

@@ -8,9 +8,9 @@ import random
 from agent.ledger import CostLedger, PriceTable
 from agent.messages import Message, ModelRequest, ModelSettings
 from agent.models.base import Model
-from scenarios.format import InjectedError
+from scenarios.scenario import InjectedError
 from scenarios.users.base import SIGNALS, User, UserReply, UserView
-from scenarios.users.error_turns import ErrorContext, template_turn
+from scenarios.users.error_templates import ErrorContext, template_turn
 from scenarios.users.error_types import ERROR_TYPES
 
 LLM_PROMPT = """You write one chat message that a customer sends to a customer-service agent ({domain} domain).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scenarios.format import ScriptedReply, ScriptedTurn, ScriptedUserConfig
+from scenarios.scenario import ScriptedReply, ScriptedTurn, ScriptedUserConfig
 from scenarios.users.base import User, UserReply, UserView
 
 

@@ -7,7 +7,7 @@ import re
 from agent.ledger import CostLedger, PriceTable
 from agent.messages import Message, ModelRequest, ModelSettings
 from agent.models.base import Model
-from scenarios.format import SimulatedUserConfig, StrictInstructions
+from scenarios.scenario import SimulatedUserConfig, StrictInstructions
 from scenarios.tau2_tasks import StructuredInstructions
 from scenarios.users.base import (
     OUT_OF_SCOPE,

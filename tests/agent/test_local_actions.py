@@ -10,7 +10,6 @@ import pytest
 from llama_cpp import LlamaGrammar
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-from agent.hooks import Plant
 from agent.messages import Message, ModelRequest, ModelSettings, ToolCall, Usage
 from agent.models import ModelError, resolve_model
 from agent.models.local import LocalModel
@@ -23,7 +22,8 @@ from agent.models.local_prompt import (
     render_prompt,
 )
 from agent.models.tool_grammar import TOOL_PLACEHOLDER, choice_grammar, respond_action
-from agent.plant import plant_messages
+from agent.planted_reasoning import plant_messages
+from agent.plugin_api import Plant
 from tools.tool import tool
 
 CHATML = (

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.hooks import Plant
 from agent.messages import Message, ModelRequest, ModelResponse, ModelSettings
 from agent.models import resolve_model
 from agent.models.base import ModelError, TextDelta
 from agent.models.gguf import ModelFileError
 from agent.models.local import LocalModel
-from agent.plant import plant_messages
+from agent.planted_reasoning import plant_messages
+from agent.plugin_api import Plant
 from tools.tool import tool
 
 

@@ -9,11 +9,11 @@ import json
 import pytest
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-from agent.hooks import Plant
 from agent.messages import Message, ModelRequest, ToolCall, Usage
 from agent.models import ScriptedModel, call, local_prompt, reply
 from agent.models.local_prompt import Plan, answer_only, parse_output, render_prompt
-from agent.plant import plant_messages, planted_reasoning
+from agent.planted_reasoning import plant_messages, planted_reasoning
+from agent.plugin_api import Plant
 from agent.runtime import Agent
 from interventions import ReInIntervention, with_recovery_tools
 from tools import tool

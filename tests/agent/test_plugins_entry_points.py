@@ -48,7 +48,7 @@ hello = "rein_shout.cli"
 PACKAGE = '''\
 """A third-party rein plug-in."""
 
-from agent.hooks import ModeDecision, Plant
+from agent.plugin_api import ModeDecision, Plant
 from tools import Toolkit, tool
 
 

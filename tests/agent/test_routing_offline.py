@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 
 from agent.errors import UserFacingError
-from agent.hooks import MODES, InterventionContext
 from agent.ledger import CostLedger
 from agent.messages import Message
 from agent.models import EchoModel
+from agent.plugin_api import MODES, InterventionContext
 from agent.plugins import load_mode_policy
 from agent.routing import OfflineRouter, RouterWeights
-from agent.routing.evaluate import load_labeled, score_routes
 from agent.routing.features import FEATURE_NAMES, features_of
 from agent.routing.offline import DEFAULT_WEIGHTS
-from agent.routing.train import TrainConfig, augment, fit
+from agent.routing.router_eval import load_labeled, score_routes
+from agent.routing.train import RouterTrainConfig, augment, fit
 
 PROBE = Path(__file__).resolve().parents[2] / "agent" / "routing" / "data" / "probe.jsonl"
 
@@ -104,7 +104,7 @@ def test_features_see_content_not_pronouns() -> None:
 
 
 def test_augmentation_keeps_labels_and_frames_every_mode_alike() -> None:
-    from agent.routing.evaluate import LabeledQuery
+    from agent.routing.router_eval import LabeledQuery
 
     rows = [LabeledQuery("Who wrote Hamlet?", "instant"),
             LabeledQuery("Ann has 3 apples and buys 4 more. How many apples does she have?", "reasoning"),
@@ -116,7 +116,7 @@ def test_augmentation_keeps_labels_and_frames_every_mode_alike() -> None:
 
 
 def test_fit_learns_a_separable_toy_problem_from_features() -> None:
-    from agent.routing.evaluate import LabeledQuery
+    from agent.routing.router_eval import LabeledQuery
 
     rows = [LabeledQuery(q, m) for q, m in [
         ("Who wrote Hamlet?", "instant"), ("Capital of Peru?", "instant"),
@@ -124,7 +124,7 @@ def test_fit_learns_a_separable_toy_problem_from_features() -> None:
         ("Each box holds 6 eggs and she has 5 boxes. How many eggs are left after 7 break?", "reasoning"),
         ("Cancel my order #W1234567 and refund it.", "agentic"), ("Change my reservation ZX81QP.", "agentic"),
     ]]
-    weights = fit(rows, np.zeros((len(rows), 384), np.float32), TrainConfig(use_embeddings=False, epochs=300))
+    weights = fit(rows, np.zeros((len(rows), 384), np.float32), RouterTrainConfig(use_embeddings=False, epochs=300))
     assert weights.embedding_dim == 0
     router = OfflineRouter(weights)
     assert [MODES[i] for i in router.predict_proba([r.query for r in rows]).argmax(axis=1)] == [r.mode for r in rows]

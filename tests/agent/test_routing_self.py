@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agent.hooks import InterventionContext
 from agent.ledger import CostLedger
 from agent.messages import Message
 from agent.models import FunctionModel, ScriptedModel
+from agent.plugin_api import InterventionContext
 from agent.plugins import load_mode_policy
 from agent.routing import SelfRouter, classification_tag, parse_classification
 

@@ -15,10 +15,10 @@ import openai
 import pytest
 from openai import AsyncOpenAI, OpenAI
 
-from agent.hooks import InterventionContext, Plant
 from agent.messages import ModelRequest
 from agent.models import FunctionModel, call
-from agent.plant import surface_dialogue
+from agent.planted_reasoning import surface_dialogue
+from agent.plugin_api import InterventionContext, Plant
 from agent.runtime import Agent
 from agent.server import BackgroundServer, ServerConfig, create_app, key_id, storage_id
 from tools import tool

@@ -9,8 +9,8 @@ from graphs_testdata import PASSAGES, QUESTIONS, SHARED_MUSIQUE
 
 from graphs.bm25 import BM25Retriever
 from graphs.corpus import load_corpus, load_questions
-from graphs.evaluate import evaluate, recall_at_k, split_questions
-from graphs.retrievers import RETRIEVERS, make_retriever
+from graphs.retrieval_eval import evaluate, recall_at_k, split_questions
+from graphs.retriever_registry import RETRIEVERS, make_retriever
 from graphs.store import load_graph
 
 

@@ -18,7 +18,7 @@ from agent.cli import main
 from graphs.embedding import resolve_embedder
 from graphs.errors import GraphStoreError
 from graphs.quadgraph import QuadGraph
-from graphs.retrievers import make_retriever
+from graphs.retriever_registry import make_retriever
 from graphs.store import CHROMA_DIR, MANIFEST, StoreLocation, load_graph, parse_store, save_graph
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ QUERIES = [q for _, q, _ in QUESTIONS] + ["Tessaly Opera", "wool market on a riv
 # Loads a graph from the shared server and prints the rankings; run as separate processes.
 WORKER = """
 import json, sys
-from graphs.retrievers import make_retriever
+from graphs.retriever_registry import make_retriever
 from graphs.store import load_graph
 qg = load_graph(sys.argv[1])
 queries = json.loads(sys.argv[2])

@@ -10,7 +10,7 @@ import pytest
 
 from interventions.error_map import NO_ERROR, load_error_map
 from interventions.train_detector import main as train_main
-from interventions.turns import (
+from interventions.turn_dataset import (
     DATASET_PATH,
     build_turns,
     read_turns,
@@ -57,7 +57,7 @@ def test_request_sentences_drop_instructions_to_the_simulator() -> None:
 
 
 def test_dataset_rebuilds_byte_for_byte_from_the_tau2_data(shared_data: Path, tmp_path: Path) -> None:
-    from interventions.turns import write_turns
+    from interventions.turn_dataset import write_turns
 
     rows = build_turns(shared_data / "tau2")
     out = tmp_path / "turns.jsonl"

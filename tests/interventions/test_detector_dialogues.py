@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from interventions.dialogues import (
+from interventions.dialogue_dataset import (
     DIALOGUES_PATH,
     POSITIONS,
     SPLITS,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agent.hooks import InterventionContext
 from agent.ledger import CostLedger
 from agent.messages import Message
 from agent.models import ScriptedModel
+from agent.plugin_api import InterventionContext
 from interventions.error_map import load_error_map
 from interventions.llm_inception import LLMDetector, build_request, parse_verdict
 

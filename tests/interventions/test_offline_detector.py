@@ -12,8 +12,8 @@ from agent.errors import UserFacingError
 from agent.models import ScriptedModel, reply
 from agent.runtime import Agent
 from interventions import ReInIntervention, with_recovery_tools
-from interventions.classifier import TrainConfig, TurnClassifier, train_classifier
-from interventions.dialogues import DIALOGUES_PATH, context_turns, read_dialogues
+from interventions.classifier import ClassifierTrainConfig, TurnClassifier, train_classifier
+from interventions.dialogue_dataset import DIALOGUES_PATH, context_turns, read_dialogues
 from interventions.offline import (
     DEFAULT_DETECTOR_PATH,
     FEATURE_BLOCKS,
@@ -45,7 +45,7 @@ def blobs(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("hidden", [0, 16])
 def test_classifier_learns_and_round_trips(tmp_path: Path, hidden: int) -> None:
     x, y = blobs()
-    clf = train_classifier(x, y, ["none", "a", "b"], TrainConfig(hidden=hidden, epochs=200, l2=1e-4))
+    clf = train_classifier(x, y, ["none", "a", "b"], ClassifierTrainConfig(hidden=hidden, epochs=200, l2=1e-4))
     probs = clf.predict_proba(x)
     assert (probs.argmax(axis=1) == y).mean() == 1.0
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)

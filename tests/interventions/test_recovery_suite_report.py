@@ -1,4 +1,4 @@
-"""The error-recovery suite (scenarios/recovery_suite.py), its comparison report, and bench/recovery.py,
+"""The error-recovery suite (scenarios/recovery/build.py), its comparison report, and bench/recovery.py,
 run with deterministic models through the real runner, orchestrator and grading."""
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ from agent.models import FunctionModel, call, reply
 from interventions import ReInIntervention
 from scenarios.loading import load_scenarios
 from scenarios.orchestrator import RunOptions
-from scenarios.recovery.report import main as report_main
-from scenarios.recovery.report import markdown, summarize_arm
-from scenarios.recovery_suite import (
+from scenarios.recovery.build import (
     CLARIFY,
     SEEN,
     SUITE_PATH,
@@ -26,6 +24,8 @@ from scenarios.recovery_suite import (
     position_of,
     suite_yaml,
 )
+from scenarios.recovery.report import main as report_main
+from scenarios.recovery.report import markdown, summarize_arm
 from scenarios.runner import run_batch
 
 pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)

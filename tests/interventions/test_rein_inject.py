@@ -191,8 +191,8 @@ async def test_plans_follow_the_error_map() -> None:
 
 
 def test_message_helpers_keep_plants_out_of_the_surface_dialogue() -> None:
-    from agent.hooks import Plant
-    from agent.plant import plant_messages, surface_dialogue
+    from agent.planted_reasoning import plant_messages, surface_dialogue
+    from agent.plugin_api import Plant
 
     planted = plant_messages(Plant("plan"), "rein")
     history = [Message.user("hi"), *planted, Message.assistant("hello")]

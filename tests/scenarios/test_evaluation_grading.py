@@ -11,11 +11,11 @@ import pytest
 
 from agent.messages import ModelRequest, ModelResponse
 from agent.models import FunctionModel
-from scenarios.evaluation import evaluate, gold_replay
-from scenarios.format import Scenario, ScriptedUserConfig
+from scenarios.grading import evaluate, gold_replay
 from scenarios.loading import load_scenarios
 from scenarios.metrics import pass_hat_k, pass_k, pass_k_table, summarize
 from scenarios.orchestrator import RunOptions, run_scenario, script_model
+from scenarios.scenario import Scenario, ScriptedUserConfig
 
 pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
 

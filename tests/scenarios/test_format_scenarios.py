@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.format import SCHEMA_PATH, Condition, Scenario, schema_text
 from scenarios.loading import ScenarioFileError, collect_scenarios, load_scenarios
+from scenarios.scenario import SCHEMA_PATH, Condition, Scenario, schema_text
 from scenarios.tau2_tasks import TaskFileError
 
 pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
@@ -38,7 +38,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_schema_file_is_up_to_date() -> None:
-    assert SCHEMA_PATH.read_text(encoding="utf-8") == schema_text(), "run: python -m scenarios.format"
+    assert SCHEMA_PATH.read_text(encoding="utf-8") == schema_text(), "run: python -m scenarios.scenario"
 
 
 def test_schema_documents_fields_and_accepts_bare_string_turns() -> None:

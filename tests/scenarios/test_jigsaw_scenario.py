@@ -10,10 +10,10 @@ from pydantic import ValidationError
 
 from agent.cli import main
 from agent.models import ScriptedModel
-from scenarios.format import Scenario
 from scenarios.loading import load_scenarios
 from scenarios.orchestrator import RunOptions, script_model
 from scenarios.runner import run_batch
+from scenarios.scenario import Scenario
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "scenarios" / "jigsaw" / "examples"
 

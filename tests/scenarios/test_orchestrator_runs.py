@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from agent.hooks import InterventionContext, Plant
 from agent.messages import ModelRequest
 from agent.models import FunctionModel, ScriptedModel, call, reply
-from scenarios.format import Scenario
+from agent.plugin_api import InterventionContext, Plant
 from scenarios.orchestrator import RunOptions, build_environment, run_scenario, script_model
+from scenarios.scenario import Scenario
 
 pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
 

@@ -12,12 +12,12 @@ import pytest
 from pydantic import ValidationError
 
 from agent.models import FunctionModel, reply
-from scenarios.evaluation import RewardBreakdown, evaluate
-from scenarios.format import Scenario
+from scenarios.grading import RewardBreakdown, evaluate
 from scenarios.metrics import summarize
 from scenarios.orchestrator import RunOptions, run_scenario, script_model
 from scenarios.recovery.report import markdown, summarize_arm
 from scenarios.runner import run_batch
+from scenarios.scenario import Scenario
 
 pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
 

@@ -11,11 +11,10 @@ import pytest
 
 from agent.messages import ModelRequest, ModelResponse
 from agent.models import FunctionModel, call, reply
-from scenarios.evaluation import evaluate
-from scenarios.format import Scenario
+from scenarios.grading import evaluate
 from scenarios.loading import load_scenarios
 from scenarios.orchestrator import RunOptions, run_scenario, script_model
-from scenarios.recovery_suite import (
+from scenarios.recovery.build import (
     CLARIFY,
     ERROR_ORDER,
     POSITIONS,
@@ -24,6 +23,7 @@ from scenarios.recovery_suite import (
     UNSEEN,
     position_of,
 )
+from scenarios.scenario import Scenario
 
 pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
 

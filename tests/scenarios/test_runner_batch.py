@@ -12,10 +12,10 @@ import pytest
 from agent.errors import UserFacingError
 from agent.messages import ModelRequest
 from agent.models import FunctionModel, call
-from scenarios.format import Scenario
 from scenarios.loading import collect_scenarios
 from scenarios.orchestrator import RunOptions, script_model
 from scenarios.runner import run_batch, with_injected_errors
+from scenarios.scenario import Scenario
 
 pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
 

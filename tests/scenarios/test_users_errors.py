@@ -10,10 +10,10 @@ import pytest
 from agent.messages import Message, ModelRequest
 from agent.models import FunctionModel
 from scenarios.domains import load_domain
-from scenarios.format import InjectedError
 from scenarios.loading import load_scenarios
+from scenarios.scenario import InjectedError
 from scenarios.users.base import UserView
-from scenarios.users.error_turns import TEMPLATES, build_context, template_turn
+from scenarios.users.error_templates import TEMPLATES, build_context, template_turn
 from scenarios.users.error_types import ERROR_TYPES
 from scenarios.users.injecting import ErrorInjectingUser
 from scenarios.users.scripted import ScriptedUser
@@ -115,7 +115,7 @@ async def test_explicit_text_and_llm_generation_with_fallback() -> None:
 
 
 def test_generic_fallback_without_data() -> None:
-    from scenarios.users.error_turns import ErrorContext
+    from scenarios.users.error_templates import ErrorContext
 
     text, template = template_turn("unsupported_domain", ErrorContext(domain="calculator"), random.Random(0))
     assert template in [t for d, t, *_ in TEMPLATES["unsupported_domain"] if d == "*"] and text == template

@@ -6,7 +6,7 @@ import pytest
 
 from agent.messages import Message, ModelRequest, ModelResponse, ToolCall
 from agent.models import FunctionModel
-from scenarios.format import Condition, ScriptedReply, ScriptedTurn
+from scenarios.scenario import Condition, ScriptedReply, ScriptedTurn
 from scenarios.tau2_tasks import StructuredInstructions
 from scenarios.users.base import (
     OUT_OF_SCOPE,

@@ -24,7 +24,7 @@ from agent.events import (
 )
 from agent.ledger import CostLedger
 from agent.messages import Message, Usage
-from agent.plant import PLANTED
+from agent.planted_reasoning import PLANTED
 from agent.runtime import Agent, RunResult
 from agent.server.auth import ApiKeys
 from agent.server.errors import ApiError

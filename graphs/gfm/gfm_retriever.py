@@ -12,7 +12,7 @@ from graphs.gfm.scorer import GFMScorer, ScoredQuery
 from graphs.gfm.subgraph import SubgraphOptions
 from graphs.provenance import trace_path
 from graphs.quadgraph import Layer, QuadGraph
-from graphs.retriever import Provenance, Retriever
+from graphs.retrieval import Provenance, Retriever
 
 if TYPE_CHECKING:
     import numpy as np

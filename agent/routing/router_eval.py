@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import UserFacingError
-from agent.hooks import MODES
+from agent.plugin_api import MODES
 
 
 @dataclass(frozen=True)

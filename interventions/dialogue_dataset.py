@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from interventions.turns import (
+from interventions.turn_dataset import (
     _SUFFIXES,
     DATA_DIR,
     DOMAINS,

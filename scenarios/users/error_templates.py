@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scenarios.format import Scenario
+from scenarios.scenario import Scenario
 from scenarios.tau2_tasks import StructuredInstructions
 
 _TOKEN = re.compile(r"#?[A-Za-z0-9_]+")

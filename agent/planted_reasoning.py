@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from agent.hooks import Plant
 from agent.messages import Message, ToolCall
+from agent.plugin_api import Plant
 from tools.builtin import THINK_TOOL_NAME
 
 PLANTED = "planted_by"

@@ -7,7 +7,7 @@ from pathlib import Path
 from graphs.embedding import Embedder, resolve_embedder
 from graphs.errors import GraphInputError
 from graphs.quadgraph import QuadGraph
-from graphs.retriever import Retriever
+from graphs.retrieval import Retriever
 
 RETRIEVERS: tuple[str, ...] = ("bm25", "dense", "ppr", "gfm")
 """Every retriever name, cheapest first."""
@@ -31,7 +31,7 @@ def make_retriever(
 
         return PPRRetriever(qg, embed)
     if name == "gfm":
-        from graphs.gfm.retriever import GFMRetriever
+        from graphs.gfm.gfm_retriever import GFMRetriever
 
         return GFMRetriever(qg, embed, checkpoint=checkpoint)
     raise GraphInputError(f"unknown retriever {name!r}; choose from {', '.join(RETRIEVERS)}")

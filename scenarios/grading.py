@@ -39,8 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent.ledger import CostLedger, PriceTable
 from agent.messages import Message, ModelRequest, ModelSettings
 from agent.models.base import Model
-from scenarios.format import Scenario
 from scenarios.orchestrator import Episode
+from scenarios.scenario import Scenario
 from scenarios.trajectory import NORMAL_ENDS, Trajectory
 from tools.builtin import recovery_tools
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphs.corpus import Question
-from graphs.retriever import Retriever
+from graphs.retrieval import Retriever
 
 
 def recall_at_k(ranking: Sequence[int], gold: Collection[int], k: int) -> float:

@@ -461,7 +461,7 @@ def schema_text() -> str:
 
 
 def write_schema(path: Path = SCHEMA_PATH) -> Path:
-    """Regenerate the schema file (python -m scenarios.format)."""
+    """Regenerate the schema file (python -m scenarios.scenario)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(schema_text(), encoding="utf-8")
     return path
