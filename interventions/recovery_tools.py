@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from agent.errors import UserFacingError
 from interventions.error_map import ErrorMap, resolve_error_map
 from tools import Tool, Toolkit
-from tools.builtin import recovery_tools, think
+from tools.builtin import RESPOND_NEXT, recovery_tools, think
 from tools.registry import resolve
 
 
@@ -46,13 +46,24 @@ def with_recovery_tools(
 ) -> Toolkit:
     """The agent's tools plus the recovery tools (and the think tool that carries ReIn's plan).
 
-    Tools the agent already has keep their own definition (a domain's transfer_to_human_agents, say).
+    Tools the agent already has keep their own definition (a domain's transfer_to_human_agents,
+    say), marked as recovery tools too: after any of them succeeds, the agent answers the user.
     """
     base = tools if isinstance(tools, Toolkit) else Toolkit(tools, name="agent")
     extra = recovery_tool_objects(error_map)
+    recovery = {t.name for t in extra}
     if think_tool:
         extra.append(think)
-    return base.merged(extra)
+    merged = base.merged(extra)
+    return Toolkit((as_recovery_tool(t) if t.name in recovery else t for t in merged), name=merged.name)
+
+
+def as_recovery_tool(tool: Tool) -> Tool:
+    """The tool marked as a recovery tool (RESPOND_NEXT): once a call of it succeeds, the agent's
+    next step answers the user instead of calling it, or any tool, again in that turn."""
+    if tool.metadata.get(RESPOND_NEXT):
+        return tool
+    return tool.with_options(metadata={**tool.metadata, RESPOND_NEXT: True})
 
 
 def missing_recovery_tools(tool_schemas: list[dict], error_map: ErrorMap) -> list[str]:

@@ -11,6 +11,9 @@ from tools.registry import Toolkit, toolkit_factory
 from tools.tool import Tool, ToolKind, tool
 
 THINK_TOOL_NAME = "think"
+RESPOND_NEXT = "respond_next"
+"""Tool.metadata key: once a call of the tool succeeds, the agent's next step in that user turn
+answers the user and calls no tool (the recovery tools: what is left is telling the user)."""
 
 
 @tool(name=THINK_TOOL_NAME, kind=ToolKind.THINK, timeout_s=None)
@@ -87,13 +90,18 @@ def transfer_to_human_agents(summary: str) -> str:
 
 @tool(kind=ToolKind.GENERIC)
 def report_internal_error(summary: str) -> str:
-    """Report that the request cannot be processed as stated (it is ambiguous or contradicts
-    itself) so that it is logged and the user can be asked to clarify.
+    """Report that the user's request cannot be processed as stated (it is ambiguous or
+    contradicts itself) so that it is logged and the user can be asked to clarify. Only for
+    errors in the user's request: when one of your own tool calls fails, correct it or ask the user.
 
     Args:
         summary: What is unclear or contradictory in the user's request.
     """
-    return "Internal error reported. Ask the user to clarify their request."
+    return "Internal error reported. Now reply to the user and ask them to clarify their request."
+
+
+transfer_to_human_agents.metadata[RESPOND_NEXT] = True
+report_internal_error.metadata[RESPOND_NEXT] = True
 
 
 @toolkit_factory

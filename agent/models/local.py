@@ -39,8 +39,10 @@ from agent.messages import ModelRequest, ModelResponse, ToolCall, Usage
 from agent.models.base import Model, ModelError, StreamItem, TextDelta
 from agent.models.gguf import ModelFileError, ensure_model_file
 from agent.models.local_prompt import (
+    ACTION_OPEN,
     DEFAULT_TOOL_PROTOCOL,
     Plan,
+    ProtocolTextError,
     ToolProtocol,
     action_step,
     answer_only,
@@ -346,7 +348,7 @@ class LocalModel(Model):
             with contextlib.suppress(RuntimeError):  # the loop closed: nobody is listening
                 loop.call_soon_threadsafe(queue.put_nowait, (kind, payload))
 
-        loop.run_in_executor(None, self._generate, loaded, request, plan, stream, cancel, emit)
+        loop.run_in_executor(None, self._generate, _Generation(loaded, request, stream, cancel, emit), plan)
         extractor = AnswerStreamExtractor() if plan.mode == "tools" else None
         try:
             while True:
@@ -363,28 +365,19 @@ class LocalModel(Model):
             # Stops generation within a token when the caller goes away or is cancelled.
             cancel.set()
 
-    def _generate(
-        self,
-        loaded: LoadedModel,
-        request: ModelRequest,
-        plan: Plan,
-        stream: bool,
-        cancel: threading.Event,
-        emit: Callable[[str, Any], None],
-    ) -> None:
+    def _generate(self, gen: _Generation, plan: Plan) -> None:
+        emit = gen.emit
         try:
-            with loaded.lock:
-                response = self._generate_locked(loaded, request, plan, stream, cancel, emit)
-                if plan.mode == "actions" and response.tool_calls and repeats_answered_calls(request, response):
-                    # The same guard as below, cheaper: the prompt is cached, only the answer is new.
-                    again = self._act(loaded, request, plan, stream, cancel, emit, choice=answer_word(plan))
-                    again.usage = again.usage + response.usage
-                    response = again
-                elif plan.mode == "tools" and response.tool_calls and repeats_answered_calls(request, response):
-                    # A 0.5B model under a tool grammar tends to call the same tool again with the
-                    # same arguments after getting its result. The result is already in context,
-                    # so ask for the answer instead of looping until the step limit.
-                    again = self._generate_locked(loaded, request, answer_only(plan), stream, cancel, emit)
+            with gen.loaded.lock:
+                response = self._generate_locked(gen, plan)
+                if response.tool_calls and repeats_answered_calls(gen.request, response):
+                    # A 0.5B model tends to call the same tool again with the same arguments after
+                    # getting its result. The result is already in context, so ask for the answer
+                    # instead of looping until the step limit.
+                    if plan.mode == "actions":  # cheaper: the prompt is cached, only the answer is new
+                        again = self._act(gen, plan, choice=answer_word(plan), made=True)
+                    else:
+                        again = self._generate_locked(gen, answer_only(plan))
                     again.usage = again.usage + response.usage
                     response = again
             emit("done", response)
@@ -393,68 +386,71 @@ class LocalModel(Model):
         except Exception as exc:  # llama.cpp's own failures, reported as model errors
             emit("error", ModelError(f"{self.name}: generation failed: {type(exc).__name__}: {exc}"))
 
-    def _generate_locked(
-        self,
-        loaded: LoadedModel,
-        request: ModelRequest,
-        plan: Plan,
-        stream: bool,
-        cancel: threading.Event,
-        emit: Callable[[str, Any], None],
-    ) -> ModelResponse:
+    def _generate_locked(self, gen: _Generation, plan: Plan) -> ModelResponse:
         if plan.mode == "actions":
-            return self._act(loaded, request, plan, stream, cancel, emit)
-        text, rendered = render_prompt(loaded.formatter, plan)
-        budget = request.settings.max_tokens or self.max_tokens
-        out = self._sample(
-            loaded, request, text, rendered, plan.grammar, budget, cancel, emit if stream else None,
-            stable=self._stable(loaded, plan),
-        )
+            return self._act(gen, plan)
+        text, rendered, stable, budget = self._prompt(gen, plan)
+        out = self._sample(gen, text, rendered, plan.grammar, budget, gen.emit if gen.stream else None, stable=stable)
         usage = Usage(input_tokens=out.prompt_tokens, output_tokens=out.output_tokens, requests=1)
         return parse_output(out.text, plan, out.finish, usage, self.name)
 
     def _act(
         self,
-        loaded: LoadedModel,
-        request: ModelRequest,
+        gen: _Generation,
         plan: Plan,
-        stream: bool,
-        cancel: threading.Event,
-        emit: Callable[[str, Any], None],
         *,
         choice: str | None = None,
+        made: bool = False,
     ) -> ModelResponse:
-        """The action protocol: choose the action (unless given), then write its input."""
-        text, rendered = render_prompt(loaded.formatter, plan)
-        stable = self._stable(loaded, plan)
-        budget = request.settings.max_tokens or self.max_tokens
+        """The action protocol: choose the action (unless given: made), then write its input.
+
+        An answer written as protocol text becomes the call it describes (parse_action); one that
+        names no call it may make is asked for again, under a grammar that rules such text out.
+        """
+        text, rendered, stable, budget = self._prompt(gen, plan)
+        loaded = gen.loaded
         chosen_tokens = 0
+        if choice is None and len(plan.actions) == 1:
+            choice = plan.actions[0]  # nothing to choose (tool_choice "none"): no generation
         if choice is None:
             # Enough tokens for the longest choice; the context is sized for both steps at once, so
             # it is not re-created (losing the cached prompt) between them.
             longest = max(len(loaded.llama.tokenize(f" {c}".encode(), add_bos=False)) for c in plan.actions)
             first = self._sample(
-                loaded, request, text, rendered, plan.grammar, min(budget, longest + 1), cancel, None,
+                gen, text, rendered, plan.grammar, min(budget, longest + 1), None,
                 reserve=budget + 8, stable=stable,
             )
             choice, chosen_tokens = first.text.strip(), first.output_tokens
             if choice not in plan.actions:  # cut off by a tiny max_tokens
                 usage = Usage(input_tokens=first.prompt_tokens, output_tokens=chosen_tokens, requests=1)
                 return ModelResponse(text="", usage=usage, finish_reason="length", model=self.name)
-        follow, grammar = action_step(plan, choice)
+        follow, grammar = action_step(plan, choice, made=made)
         is_answer = choice not in plan.argument_grammars
-        on_text = _stripping_start(emit) if stream and is_answer else None
+        on_text = _answer_stream(gen.emit) if gen.stream and is_answer else None
         stop = [f"\n{plan.lead.strip()}"] if is_answer else []  # the model starting another action
         out = self._sample(
-            loaded, request, f"{text} {choice}{follow}", rendered, grammar,
-            max(1, budget - chosen_tokens), cancel, on_text, extra_stop=stop, stable=stable,
+            gen, f"{text} {choice}{follow}", rendered, grammar,
+            max(1, budget - chosen_tokens), on_text, extra_stop=stop, stable=stable,
         )
         usage = Usage(
             input_tokens=out.prompt_tokens - chosen_tokens,
             output_tokens=chosen_tokens + out.output_tokens,
             requests=1,
         )
-        return parse_action(choice, out.text, plan, out.finish, usage, self.name)
+        try:
+            return parse_action(choice, out.text, plan, out.finish, usage, self.name)
+        except ProtocolTextError:
+            if made:  # the grammar rules protocol text out; reaching here is a bug, not the model
+                raise
+            again = self._act(gen, plan, choice=choice, made=True)
+            again.usage = again.usage + usage
+            return again
+
+    def _prompt(self, gen: _Generation, plan: Plan) -> tuple[str, Any, str, int]:
+        """The prompt text of a plan, the formatter's response, its cached system block and the
+        reply budget."""
+        text, rendered = render_prompt(gen.loaded.formatter, plan)
+        return text, rendered, self._stable(gen.loaded, plan), gen.request.settings.max_tokens or self.max_tokens
 
     def _stable(self, loaded: LoadedModel, plan: Plan) -> str:
         """The system block whose state is cached, or "" (cache off for this model)."""
@@ -464,13 +460,11 @@ class LocalModel(Model):
 
     def _sample(
         self,
-        loaded: LoadedModel,
-        request: ModelRequest,
+        gen: _Generation,
         text: str,
         rendered: Any,
         grammar_text: str | None,
         budget: int,
-        cancel: threading.Event,
         on_text: Callable[[str, Any], None] | None,
         *,
         reserve: int | None = None,
@@ -481,6 +475,7 @@ class LocalModel(Model):
         budget); stable is the text the prompt opens with whose evaluated state is kept."""
         from llama_cpp import LlamaGrammar, StoppingCriteriaList
 
+        loaded, cancel = gen.loaded, gen.cancel
         add_bos = not rendered.added_special
         prompt = loaded.llama.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
         boundary = 0
@@ -488,7 +483,7 @@ class LocalModel(Model):
             # Counted in the prompt's own tokens, in case the tokenizer merges across the boundary.
             head = loaded.llama.tokenize(stable.encode("utf-8"), add_bos=add_bos, special=True)
             boundary = shared_prefix(head, prompt)
-        settings = request.settings
+        settings = gen.request.settings
         loaded.fit(len(prompt) + (reserve or budget))
         llama = loaded.llama  # after fit: a grown context is a new llama.cpp object
         room = loaded.n_ctx - len(prompt)
@@ -540,6 +535,22 @@ class LocalModel(Model):
 
 
 @dataclass
+class _Generation:
+    """One request's generation on a loaded model: what each of its steps needs."""
+
+    loaded: LoadedModel
+    """The model, its lock held for the whole generation."""
+    request: ModelRequest
+    """The request being answered."""
+    stream: bool
+    """Whether answer text is sent out as it comes."""
+    cancel: threading.Event
+    """Set when the caller has gone: generation stops within a token."""
+    emit: Callable[[str, Any], None]
+    """Sends ("delta", text), ("done", response) or ("error", exc) to the waiting coroutine."""
+
+
+@dataclass
 class Sampled:
     """What one llama.cpp generation produced."""
 
@@ -553,16 +564,22 @@ class Sampled:
     """Tokens generated."""
 
 
-def _stripping_start(emit: Callable[[str, Any], None]) -> Callable[[str, Any], None]:
-    """emit, with the whitespace before the first visible character dropped."""
-    started = False
+def _answer_stream(emit: Callable[[str, Any], None]) -> Callable[[str, Any], None]:
+    """emit for an answer's text: the whitespace before the first visible character dropped, and
+    nothing passed on while the text may still open as protocol text (`Action:`), nor ever once
+    it does, so a call written as an answer never streams to the user."""
+    held = ""
+    state = "start"  # start → open (passing text on), or start → protocol (passing nothing)
 
     def forward(kind: str, piece: Any) -> None:
-        nonlocal started
-        if not started:
-            piece = piece.lstrip()
-            started = bool(piece)
-        if piece:
+        nonlocal held, state
+        if state == "start":
+            held = (held + piece).lstrip()
+            if ACTION_OPEN.startswith(held):
+                return  # empty, or a prefix of `Action:`: not known yet
+            state = "protocol" if held.startswith(ACTION_OPEN) else "open"
+            piece, held = held, ""
+        if state == "open" and piece:
             emit(kind, piece)
 
     return forward

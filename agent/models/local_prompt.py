@@ -37,18 +37,29 @@ from agent.models.tool_grammar import (
     tool_names,
     tools_prompt,
 )
-from agent.models.toolcall_parse import AnswerStreamExtractor, parse_turn
+from agent.models.toolcall_parse import (
+    ACTION_OPEN,
+    ARGUMENTS_OPEN,
+    AnswerStreamExtractor,
+    is_action_text,
+    parse_action_text,
+    parse_turn,
+)
 from agent.planted_reasoning import planted_reasoning
 
 PlanMode = Literal["plain", "tools", "actions", "json"]
 ToolProtocol = Literal["action", "json"]
 DEFAULT_TOOL_PROTOCOL: ToolProtocol = "action"
 """How the embedded models call tools unless told otherwise (see the module docstring)."""
-ACTION_OPEN = "Action:"
-"""What opens every assistant turn in the action protocol; the prompt ends with it."""
-ARGUMENTS_OPEN = "Arguments:"
-"""What follows a chosen tool's name, before its JSON arguments."""
+__all__ = ["ACTION_OPEN", "ARGUMENTS_OPEN"]  # the protocol's words, defined with their parser
 _DEFAULT_SYSTEM = "You are a helpful assistant."
+PROTOCOL_FREE_ANSWER = r"""root ::= head tail
+head ::= [^A \t\r\n] | "A" ([^c] | "c" ([^t] | "t" ([^i] | "i" ([^o] | "o" ([^n] | "n" [^:])))))
+tail ::= [^\x00]*
+"""
+"""GBNF of an answer that cannot open with the protocol's `Action:` (nor with blank space): the
+grammar of answers the model is made to give (the repeat guard, tool_choice "none"), where a
+protocol-text call could not be made."""
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
 
@@ -75,10 +86,15 @@ class Plan:
     """Per tool, the GBNF of its arguments after `Arguments:` (actions mode)."""
     answer_grammar: str | None = None
     """GBNF of the answer after `respond` (actions mode with a response_format), else free text."""
+    answer_only: bool = False
+    """Only `respond` may be chosen (tool_choice "none"): the tools stay listed in the system
+    block, so the prompt and its cached state are those of every other step."""
 
     @property
     def actions(self) -> list[str]:
         """What the first step chooses among (actions mode): the tools, then respond if allowed."""
+        if self.answer_only:
+            return [self.respond]
         return [*self.tool_names, self.respond] if self.respond else list(self.tool_names)
 
 
@@ -232,6 +248,7 @@ def _led(gbnf: str, lead: str) -> str:
 
 def _action_plan(request: ModelRequest, answer_schema: dict[str, Any] | None) -> Plan:
     require = request.settings.tool_choice == "required"
+    answer_only = request.settings.tool_choice == "none"
     names = tool_names(request.tools)
     # The answer word exists even when required: the repeat guard may still force an answer.
     word = respond_action(names)
@@ -247,18 +264,23 @@ def _action_plan(request: ModelRequest, answer_schema: dict[str, Any] | None) ->
         prefix=prefix,
         lead=("\n" if prefix else "") + ACTION_OPEN,
         respond="" if require else word,
-        argument_grammars=arguments,
+        argument_grammars={} if answer_only else arguments,
         answer_grammar=grammar_for(answer_schema) if answer_schema is not None else None,
+        answer_only=answer_only,
     )
     plan.grammar = choice_grammar(plan.actions)
     return plan
 
 
-def action_step(plan: Plan, choice: str) -> tuple[str, str | None]:
+def action_step(plan: Plan, choice: str, *, made: bool = False) -> tuple[str, str | None]:
     """For a chosen action: the text that follows the choice in the prompt, and the grammar of
-    what the model writes next (None: free text)."""
+    what the model writes next (None: free text). made: the answer was chosen for the model
+    (the repeat guard, a retry), not by it."""
     if choice in plan.argument_grammars:
         return f"\n{ARGUMENTS_OPEN}", plan.argument_grammars[choice]
+    if plan.answer_grammar is None and (made or plan.answer_only or choice not in plan.actions):
+        # A made answer (tool_choice "none", the repeat guard): protocol text could be no call.
+        return "\n", PROTOCOL_FREE_ANSWER
     return "\n", plan.answer_grammar
 
 
@@ -273,9 +295,10 @@ def build_plan(request: ModelRequest, protocol: ToolProtocol = DEFAULT_TOOL_PROT
     protocol chooses how tools are offered when there are any (see the module docstring).
     """
     answer_schema = schema_from_response_format(request.response_format)
-    use_tools = bool(request.tools) and request.settings.tool_choice != "none"
-    if use_tools and protocol == "action":
+    if request.tools and protocol == "action":
+        # tool_choice "none" included: the same prompt, with respond the only action.
         return _action_plan(request, answer_schema)
+    use_tools = bool(request.tools) and request.settings.tool_choice != "none"
     if use_tools:
         require = request.settings.tool_choice == "required"
         schema = decision_schema(
@@ -334,14 +357,33 @@ def render_prompt(formatter: Any, plan: Plan) -> tuple[str, Any]:
     return rendered.prompt + plan.prefix + plan.lead, rendered
 
 
+class ProtocolTextError(ValueError):
+    """The model answered with action-protocol text that names no call it may make."""
+
+
 def parse_action(choice: str, raw: str, plan: Plan, finish: str | None, usage: Usage, model: str) -> ModelResponse:
-    """The typed response for an action chosen in the first step and what followed it."""
+    """The typed response for an action chosen in the first step and what followed it.
+
+    An answer that is itself protocol text (`Action: NAME` + `Arguments: {...}`, as the model saw
+    its past calls written) is the call it describes, validated by the tool layer like any call;
+    ProtocolTextError when it names no offered tool or does not follow the protocol, so that it
+    never reaches the user as a reply.
+    """
     if choice in plan.argument_grammars:
         # Arguments cut off by the token limit stay as written: the tool layer reports bad JSON.
         call = ToolCall(name=choice, arguments=raw.strip() or "{}")
         return ModelResponse(tool_calls=[call], usage=usage, finish_reason="tool_calls", model=model)
     reason: FinishReason = "length" if finish == "length" else "stop"
-    return ModelResponse(text=raw.strip(), usage=usage, finish_reason=reason, model=model)
+    text = raw.strip()
+    if plan.answer_grammar is None and is_action_text(text):
+        offered = [] if plan.answer_only else plan.tool_names
+        turn = parse_action_text(text, offered, answer_word(plan))
+        if turn is None:
+            raise ProtocolTextError(f"the answer is protocol text, not a call or an answer: {text[:120]!r}")
+        if turn.tool_calls:
+            return ModelResponse(tool_calls=turn.tool_calls, usage=usage, finish_reason="tool_calls", model=model)
+        text = turn.text
+    return ModelResponse(text=text, usage=usage, finish_reason=reason, model=model)
 
 
 def parse_output(raw: str, plan: Plan, finish: str | None, usage: Usage, model: str) -> ModelResponse:

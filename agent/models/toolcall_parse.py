@@ -3,7 +3,9 @@
 Small models and servers without a tool-call parser write calls as JSON in the answer text:
 rein's own constrained format (`{"tool_calls": [...]}` / `{"answer": ...}`), a bare
 `{"name": ..., "arguments": ...}`, or Hermes/Qwen-style `<tool_call>{...}</tool_call>` blocks,
-sometimes inside a Markdown code fence, sometimes with arguments as a JSON string.
+sometimes inside a Markdown code fence, sometimes with arguments as a JSON string; and the
+embedded models' action protocol (`Action: NAME` + `Arguments: {...}`) when a model writes it as
+the text of its answer (parse_action_text).
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from agent.messages import ToolCall
 _FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _NAME_KEYS = ("name", "tool", "tool_name", "function")
+ACTION_OPEN = "Action:"
+"""What opens every assistant turn in the action protocol."""
+ARGUMENTS_OPEN = "Arguments:"
+"""What follows a chosen tool's name in the action protocol, before its JSON arguments."""
+_ACTION_LINE = re.compile(rf"^[ \t]*{ACTION_OPEN}[ \t]*(\S*)[ \t]*\n?", re.MULTILINE)
 _ARG_KEYS = ("arguments", "parameters", "args", "input")
 
 
@@ -112,6 +119,41 @@ def parse_turn(text: str, tool_names: Collection[str] = ()) -> ParsedTurn:
     if value is None and (salvaged := salvage_calls(text)):
         return ParsedTurn("", salvaged)
     return ParsedTurn(text.strip())
+
+
+def is_action_text(text: str) -> bool:
+    """Whether text opens as an action-protocol turn (`Action: ...`), not as an answer."""
+    return text.lstrip().startswith(ACTION_OPEN)
+
+
+def parse_action_text(text: str, tool_names: Collection[str], respond: str) -> ParsedTurn | None:
+    """The calls and answer of action-protocol text, or None when it does not follow the protocol.
+
+    Each block opens with `Action: NAME`: a tool's name followed by `Arguments:` and one JSON
+    object, or `respond` followed by the answer. Arguments that are not valid JSON are kept as
+    written, so the tool layer reports them to the model as for any call. An unknown name, a call
+    without `Arguments:`, or text before the first block make the whole text unparseable.
+    """
+    heads = list(_ACTION_LINE.finditer(text))
+    if not heads or text[: heads[0].start()].strip():
+        return None
+    turn = ParsedTurn()
+    for head, following in zip(heads, [*heads[1:], None], strict=True):
+        name = head.group(1)
+        body = text[head.end() : following.start() if following else len(text)].strip()
+        if name == respond:
+            turn.text = f"{turn.text}\n\n{body}".strip()
+            continue
+        if name not in tool_names or not body.startswith(ARGUMENTS_OPEN):
+            return None
+        raw = body[len(ARGUMENTS_OPEN) :].strip()
+        try:
+            value, _ = json.JSONDecoder().raw_decode(raw)
+        except json.JSONDecodeError:
+            value = None
+        arguments = json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else raw or "{}"
+        turn.tool_calls.append(ToolCall(name=name, arguments=arguments))
+    return turn if turn.tool_calls or turn.text else None
 
 
 _CALLS_ARRAY = re.compile(r'"tool_calls"\s*:\s*\[')

@@ -11,7 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from agent import tracing
 from agent.events import FinalAnswer, ReasoningDelta, TokenDelta, ToolCallEvent
 from agent.ledger import CostLedger
-from agent.messages import ModelRequest, ModelResponse
+from agent.messages import Message, ModelRequest, ModelResponse
 from agent.models import base as model_base
 from agent.modes import loops_back, mode_step, step_message
 from agent.nodes.state import (
@@ -24,6 +24,8 @@ from agent.nodes.state import (
     with_turn,
 )
 from agent.plugin_api import ResponseReviewer
+from tools import Tool
+from tools.builtin import RESPOND_NEXT
 
 # Intermediate steps stream as reasoning, not as answer text.
 _REASONING_STEPS = ("reason", "plan", "summary")
@@ -48,12 +50,16 @@ class ModelNode:
         limit = deps.step_limits.for_mode(mode)  # type: ignore[arg-type]
         if steps >= limit:
             return with_turn(state, termination="max_steps")
+        history = deps.history(state, config)
         step = mode_step(
             mode,  # type: ignore[arg-type]
-            deps.history(state, config), self.schemas, deps.settings,
+            history, self.schemas, deps.settings,
             system=_system(deps.system_prompt, turn), step=steps, limit=limit, config=deps.mode_config,
         )
         request = step.request
+        if request.tools and answer_due(history, deps.tools):
+            # A recovery tool did its part; what is left is telling the user, not calling it again.
+            request = request.model_copy(update={"settings": request.settings.model_copy(update={"tool_choice": "none"})})
         writer = emitter(config)
         stream = writer if cfg(config, "rein_stream_tokens") else None
         with tracing.chat(deps.model.name, request, cfg(config, "thread_id"), step.kind) as span:
@@ -99,6 +105,18 @@ class ModelNode:
             "cost": self.deps.price(name).cost(response.usage),
             "label": "agent",
         }
+
+
+def answer_due(history: Sequence[Message], tools: dict[str, Tool]) -> bool:
+    """Whether a tool marked RESPOND_NEXT (the recovery tools) answered without error in this user
+    turn, so that the next step must answer the user."""
+    for m in reversed(history):
+        if m.role == "user":
+            return False
+        tool = tools.get(m.name or "") if m.role == "tool" and not m.is_error else None
+        if tool is not None and tool.metadata.get(RESPOND_NEXT):
+            return True
+    return False
 
 
 def _system(prompt: str, turn: TurnState) -> str:

@@ -74,7 +74,9 @@ def test_the_choice_grammar_allows_exactly_the_offered_names_and_respond() -> No
     required = build_plan(request(Message.user("x"), tool_choice="required"))
     assert required.actions == ["calculate", "get_weather"] and "respond" not in (required.grammar or "")
     assert answer_word(required) == "respond"  # the repeat guard can still make it answer
-    assert build_plan(request(Message.user("x"), tool_choice="none")).mode == "plain"
+    # tool_choice "none": the same protocol and prompt, respond the only action.
+    assert build_plan(request(Message.user("x"), tool_choice="none")).actions == ["respond"]
+    assert build_plan(request(Message.user("x"), tool_choice="none"), "json").mode == "plain"
     assert build_plan(request(Message.user("x")), "json").mode == "tools"
 
 
@@ -171,10 +173,10 @@ def test_the_protocol_is_an_option_of_the_local_model() -> None:
 
 
 def test_streamed_answer_text_skips_leading_whitespace() -> None:
-    from agent.models.local import _stripping_start
+    from agent.models.local import _answer_stream
 
     got: list[str] = []
-    forward = _stripping_start(lambda kind, piece: got.append(piece))
+    forward = _answer_stream(lambda kind, piece: got.append(piece))
     for piece in ["\n", "  ", " It", " is", " 57."]:
         forward("delta", piece)
     assert "".join(got) == "It is 57." and json.dumps(got) == '["It", " is", " 57."]'
