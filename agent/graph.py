@@ -15,6 +15,9 @@ This module wires the graph; each node is its own unit in agent/nodes/.
 
 from __future__ import annotations
 
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
 from agent.messages import ToolCall
@@ -22,7 +25,14 @@ from agent.nodes.finish import finish
 from agent.nodes.intervene import InterveneNode
 from agent.nodes.mode import ModeNode, enter_turn
 from agent.nodes.model import ModelNode, after_model
-from agent.nodes.state import EVENT_SINK, AgentState, GraphDeps, TurnState, new_turn
+from agent.nodes.state import (
+    EVENT_SINK,
+    AgentState,
+    GraphDeps,
+    TurnState,
+    as_delta_writes,
+    new_turn,
+)
 from agent.nodes.tools import REPEATED_FAILURE_LIMIT, ToolsNode, after_tools
 from agent.plugin_api import ResponseReviewer
 
@@ -34,15 +44,15 @@ def build_graph(deps: GraphDeps) -> StateGraph:
     # Nodes and routers are coroutines on purpose: LangGraph runs sync ones in a thread pool, which
     # costs more than the work they do.
     graph = StateGraph(AgentState)
-    graph.add_node("mode", ModeNode(deps, schemas))
-    graph.add_node("model", ModelNode(deps, schemas, reviewers))
-    graph.add_node("tools", ToolsNode(deps))
-    graph.add_node("finish", finish)
+    graph.add_node("mode", _Deltas(ModeNode(deps, schemas)))
+    graph.add_node("model", _Deltas(ModelNode(deps, schemas, reviewers)))
+    graph.add_node("tools", _Deltas(ToolsNode(deps)))
+    graph.add_node("finish", _Deltas(finish))
     # The intervention slot is a node only when interventions are configured: an empty slot would
     # cost a checkpointed superstep per turn for nothing.
     # Likewise the mode slot runs only when the mode is not known at turn start.
     if deps.interventions:
-        graph.add_node("intervene", InterveneNode(deps, schemas))
+        graph.add_node("intervene", _Deltas(InterveneNode(deps, schemas)))
         graph.add_edge(START, "intervene")
         graph.add_conditional_edges("intervene", enter_turn, {"mode": "mode", "model": "model"})
     else:
@@ -54,6 +64,16 @@ def build_graph(deps: GraphDeps) -> StateGraph:
     graph.add_conditional_edges("tools", after_tools, {"model": "model", "finish": "finish"})
     graph.add_edge("finish", END)
     return graph
+
+
+class _Deltas:
+    """A node whose list updates go to the delta channels as tuples (see `as_delta_writes`)."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+    async def __call__(self, state: AgentState, config: RunnableConfig) -> Any:
+        return as_delta_writes(await self.node(state, config))
 
 
 __all__ = [

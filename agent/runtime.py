@@ -118,9 +118,7 @@ class Agent:
             prices=prices or PriceTable(),
         )
         self.checkpointer_spec = checkpointer
-        # A durable checkpointer commits each step before the next one starts, so a process killed
-        # inside a tool never loses the model step that asked for it; memory has nothing to lose.
-        self._durability = "async" if checkpointer == "memory" else "sync"
+        self._durability = durability_for(checkpointer, self.tools.as_dict())
         self._graph = build_graph(self.deps)
         self._compiled: dict[asyncio.AbstractEventLoop, Any] = {}
         self._stacks: dict[asyncio.AbstractEventLoop, contextlib.AsyncExitStack] = {}
@@ -249,28 +247,11 @@ class Agent:
                 # LangGraph's custom stream, which costs a queue hand-off per event.
                 configurable[EVENT_SINK] = sink
             config = {"configurable": configurable, "recursion_limit": 4 * self.deps.step_limits.agentic + 16}
-            if resume is not None:
-                inputs: Any = Command(resume=resume)
-            elif message is None:
-                inputs = None
-            else:
-                new = _as_messages(message)
-                if collect is not None:
-                    collect.messages.extend(new)
-                    collect.appended_from = len(collect.messages)
-                known = mode or (self.deps.mode_policy.mode if isinstance(self.deps.mode_policy, FixedMode) else None)
-                inputs = {"messages": [m.model_dump() for m in new], "turn": new_turn()}
-                if known:
-                    # A forced or fixed mode is decided here, sparing the graph a superstep.
-                    decided = ModeDecided(known, "forced" if mode else "fixed")
-                    inputs["turn"] = new_turn(known, decided.reason)
-                    if collect is not None:
-                        collect.events.append(decided)
-                        collect.mode = known
-                    if span is not None:
-                        tracing.mode_decided(span, known, decided.reason)
-                        tracing.turn_event(span, decided)
-                    yield decided
+            inputs, decided = self._turn_inputs(message, mode, resume, collect)
+            if decided is not None:
+                if span is not None:
+                    tracing.mode_decided(span, decided.mode, decided.reason)
+                yield _record(decided, collect, span)
             modes = ["updates"] if quiet else ["custom", "updates"]
             stream = graph.astream(inputs, config, stream_mode=modes, durability=self._durability)
             failure: BaseException | None = None
@@ -286,28 +267,12 @@ class Agent:
                             kind, chunk = await anext(stream)
                         except StopAsyncIteration:
                             break
-                    if sink:
-                        for queued in sink:
-                            if collect is not None:
-                                collect.events.append(queued)
-                            if span is not None:
-                                tracing.turn_event(span, queued)
-                            yield queued
-                        sink.clear()
-                    if kind == "custom":
-                        event = chunk
-                    elif "__interrupt__" in chunk:
-                        value = chunk["__interrupt__"][0].value
-                        event = ApprovalRequested(calls=list(value.get("calls", [])))
-                    else:
-                        if collect is not None:
-                            _absorb(collect, chunk)
-                        continue
-                    if collect is not None:
-                        collect.events.append(event)
-                    if span is not None:
-                        tracing.turn_event(span, event)
-                    yield event
+                    for queued in sink:
+                        yield _record(queued, collect, span)
+                    sink.clear()
+                    event = _stream_event(kind, chunk, collect)
+                    if event is not None:
+                        yield _record(event, collect, span)
             except Exception as exc:
                 failure = exc
                 raise
@@ -315,6 +280,29 @@ class Agent:
                 # Close the graph's stream (cancelling what it still runs) before the thread is let go.
                 await stream.aclose()
                 tracing.end_turn(span, failure, collect.error if collect is not None else None)
+
+    def _turn_inputs(
+        self, message: str | Message | list[Message] | None, mode: Mode | None, resume: Any, collect: RunResult | None
+    ) -> tuple[Any, ModeDecided | None]:
+        """What the graph is started with, and the mode decided before it starts (if any)."""
+        if resume is not None:
+            return Command(resume=resume), None
+        if message is None:
+            return None, None
+        new = _as_messages(message)
+        if collect is not None:
+            collect.messages.extend(new)
+            collect.appended_from = len(collect.messages)
+        inputs = {"messages": tuple(m.model_dump() for m in new), "turn": new_turn()}
+        known = mode or (self.deps.mode_policy.mode if isinstance(self.deps.mode_policy, FixedMode) else None)
+        if not known:
+            return inputs, None
+        # A forced or fixed mode is decided here, sparing the graph a superstep.
+        decided = ModeDecided(known, "forced" if mode else "fixed")
+        inputs["turn"] = new_turn(known, decided.reason)
+        if collect is not None:
+            collect.mode = known
+        return inputs, decided
 
     async def ainvoke(
         self,
@@ -342,10 +330,18 @@ class Agent:
         return await self.ainvoke(None, thread_id)
 
     async def ahistory(self, thread_id: str) -> list[Message]:
-        """Every message of a thread."""
+        """Every message of a thread (new objects, the caller's to change)."""
         graph = await self._graph_for_loop()
         snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
         return [Message.model_validate(m) for m in snapshot.values.get("messages", [])]
+
+    async def ahistory_view(self, thread_id: str) -> list[Message]:
+        """Every message of a thread, for reading only: the Message objects are the ones the agent
+        keeps to build its model requests (validated once per thread, not on every read), so a
+        caller must not change them. The list itself is the caller's."""
+        graph = await self._graph_for_loop()
+        snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+        return self.deps._history.messages(thread_id, snapshot.values.get("messages", []))
 
     # --- sync facade ------------------------------------------------------------------------
 
@@ -377,6 +373,20 @@ class Agent:
         yield from self._portal.iterate(self.astream(message, thread_id, mode=mode))
 
 
+def durability_for(checkpointer: Any, tools: dict[str, Tool]) -> str:
+    """When LangGraph commits a turn's steps: "sync" (each step before the next starts), "exit"
+    (once, when the turn ends, a third of the writes) or "async" (in the background).
+
+    With tools, each step commits before the next one starts, so a process killed inside a tool
+    never loses the model step that asked for it (the tool journal keys its answers by that step).
+    Without tools nothing a turn does acts on the world, so a turn commits once, at its end, before
+    its answer is returned: a process killed mid-turn loses only that unanswered turn (its user
+    message and model calls), which the client's retry runs again. Memory has nothing to lose."""
+    if checkpointer == "memory":
+        return "async"
+    return "sync" if tools else "exit"
+
+
 def _as_messages(message: str | Message | list[Message]) -> list[Message]:
     if isinstance(message, str):
         return [Message.user(message)]
@@ -404,6 +414,27 @@ def _absorb(result: RunResult, updates: dict[str, Any]) -> None:
             result.error = turn["error"]
         if turn.get("termination"):
             result.termination = turn["termination"]
+
+
+def _record(event: StreamEvent, collect: RunResult | None, span: Any) -> StreamEvent:
+    """An event of the turn, added to the result being collected and to the trace."""
+    if collect is not None:
+        collect.events.append(event)
+    if span is not None:
+        tracing.turn_event(span, event)
+    return event
+
+
+def _stream_event(kind: str, chunk: Any, collect: RunResult | None) -> StreamEvent | None:
+    """The event a graph stream chunk carries; node updates fold into the result instead."""
+    if kind == "custom":
+        return chunk
+    if "__interrupt__" in chunk:
+        value = chunk["__interrupt__"][0].value
+        return ApprovalRequested(calls=list(value.get("calls", [])))
+    if collect is not None:
+        _absorb(collect, chunk)
+    return None
 
 
 def _finish(result: RunResult) -> RunResult:

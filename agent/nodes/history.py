@@ -19,7 +19,7 @@ class HistoryMemo:
     dict is an unchanged one.
     """
 
-    def __init__(self, threads: int = 64) -> None:
+    def __init__(self, threads: int = 256) -> None:
         self.threads = threads
         """How many threads are remembered; the least recently used is dropped first."""
         self._seen: OrderedDict[str, tuple[list[dict[str, Any]], list[Message]]] = OrderedDict()

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.channels.delta import DeltaChannel
 from langgraph.config import get_stream_writer
 
 from agent.ledger import CostLedger, Price, PriceTable
@@ -36,13 +36,53 @@ class TurnState(TypedDict, total=False):
     system_suffix: str | None
 
 
-class AgentState(TypedDict, total=False):
-    """The checkpointed state of one thread."""
+def append_batches(state: list[Any], batches: Sequence[list[Any]]) -> list[Any]:
+    """The list channels' reducer: the state followed by every batch of new items, in order.
 
-    messages: Annotated[list[dict[str, Any]], operator.add]
+    Folding batches one by one or all at once gives the same list, which DeltaChannel requires
+    (it replays a thread's stored writes in larger batches than they were made)."""
+    out = list(state)
+    for batch in batches:
+        out.extend(batch)
+    return out
+
+
+SNAPSHOT_EVERY = 16
+"""Updates of a list channel between two full copies of it in a checkpoint. Between copies a
+checkpoint stores only the step's new items (its writes), so a step writes bytes that do not grow
+with the thread; loading a thread replays at most this many steps' writes after the last copy."""
+
+
+def _history_channel() -> DeltaChannel[list[dict[str, Any]]]:
+    return DeltaChannel(append_batches, list, snapshot_frequency=SNAPSHOT_EVERY)
+
+
+DELTA_KEYS = ("messages", "ledger", "interventions")
+"""The list channels of AgentState, stored as deltas."""
+
+
+def as_delta_writes(update: Any) -> Any:
+    """A node's (or an input's) update with its list channels' new items as tuples.
+
+    LangGraph turns message-shaped dicts written to a DeltaChannel in a list into LangChain message
+    objects (to give them ids); the state keeps rein's own plain dicts, so the items travel in a
+    tuple, which it leaves alone. The reducer appends a tuple as it would a list."""
+    if not isinstance(update, dict):
+        return update
+    changed = {k: tuple(v) for k in DELTA_KEYS if isinstance(v := update.get(k), list)}
+    return {**update, **changed} if changed else update
+
+
+class AgentState(TypedDict, total=False):
+    """The checkpointed state of one thread.
+
+    The list channels only ever grow, so each is a DeltaChannel: a checkpoint holds the step's new
+    items rather than the whole list (threads stored before, with whole lists, load as they are)."""
+
+    messages: Annotated[list[dict[str, Any]], _history_channel()]
     turn: TurnState
-    ledger: Annotated[list[dict[str, Any]], operator.add]
-    interventions: Annotated[list[dict[str, Any]], operator.add]
+    ledger: Annotated[list[dict[str, Any]], _history_channel()]
+    interventions: Annotated[list[dict[str, Any]], _history_channel()]
 
 
 @dataclass

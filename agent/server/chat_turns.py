@@ -322,9 +322,9 @@ class ServerState:
         for _ in range(MAX_FORK_HOPS):
             sid = storage_id(request.agent, thread, request.tenant)
             await held.enter_async_context(agent.hold_thread(sid))
-            history = await agent.ahistory(sid)
+            history = await agent.ahistory_view(sid)
             if is_open(history) and await self._finish_cut_turn(agent, sid, handle):
-                history = await agent.ahistory(sid)
+                history = await agent.ahistory_view(sid)
             outcome = compare(request.turns, thread_turns(history))
             if outcome.kind == "extends":
                 return Plan("append", thread, parent, request.messages[outcome.index :])

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agent.messages import Message
-from agent.planted_reasoning import surface_dialogue
+from agent.planted_reasoning import PLANTED, surface_dialogue
 
 REPLY_SEPARATOR = "\n\n"
 """Joins the texts of several assistant messages of one turn (text said before and after tools)."""
@@ -82,11 +82,15 @@ def merge_turns(items: Iterable[tuple[Role, str]]) -> list[Turn]:
 def thread_turns(history: list[Message]) -> list[Turn]:
     """A thread's surface dialogue as turns (tool traffic, plants and empty messages left out)."""
     pairs: list[tuple[Role, str]] = []
-    for m in surface_dialogue(history):
+    # surface_dialogue's filter, without building a new Message per message of the thread (this
+    # runs on every request, over the whole thread).
+    for m in history:
+        if m.metadata.get(PLANTED):
+            continue
         if m.role == "user":
             pairs.append(("user", m.text))
-        elif m.text.strip():
-            pairs.append(("assistant", m.text))
+        elif m.role == "assistant" and (text := m.text).strip():
+            pairs.append(("assistant", text))
     return merge_turns(pairs)
 
 
