@@ -4,8 +4,10 @@
     python bench/detector.py --no-suite       # latency only
 
 Latency: each test-split user turn of interventions/data/dialogues.jsonl is classified alone, in
-its context, with the embedding cache cleared first (a cold turn: two MiniLM passes and the
-linear head), after one warm-up call that loads the encoder.
+its context, with the embedding cache cleared first (a cold turn: for the linear detector two
+MiniLM passes and the head, for the pair encoder one pass over the (turn, agent turn) pair),
+after one warm-up call that loads the encoder. The load average is printed with it, since the
+machine is often shared.
 
 Recovery-suite check: every dialogue of scenarios/recovery/suite.yaml is replayed with its own
 gold agent script (no model) and ReIn with the offline detector; the suite's report then counts
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -72,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-suite", action="store_true", help="skip the recovery-suite check")
     args = parser.parse_args(argv)
     detector = OfflineDetector()
-    print(f"Latency per turn (cold, CPU): {latency(detector, args.turns)}")
+    before = os.getloadavg()[0]
+    timing = latency(detector, args.turns)
+    load = f"load average {before:.1f} before, {os.getloadavg()[0]:.1f} after, {os.cpu_count()} cores"
+    print(f"Latency per turn (cold, CPU; {type(detector.classifier).__name__}): {timing}; {load}")
     if not args.no_suite:
         print(asyncio.run(suite_check(detector)))
     return 0

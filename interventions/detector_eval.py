@@ -1,6 +1,8 @@
 """Scoring a detector on labeled turns: precision and recall per error type, false activations.
 
     python -m interventions.detector_eval      # the shipped detector on the test split of dialogues.jsonl
+    python -m interventions.detector_eval --module llm --sample 60 --model local:qwen2.5-coder-0.5b
+                                               # LLM inception beside the offline module, on a seeded sample
 
 The command scores every user turn of the test dialogues (tasks and phrasings disjoint from
 training and validation) and writes interventions/data/detector_metrics.json and a markdown table.
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from interventions.error_map import NO_ERROR, SEEN
 
 if TYPE_CHECKING:
+    from agent.models.base import Model
     from interventions.dialogue_dataset import ContextTurn, LabeledDialogue
     from interventions.offline import OfflineDetector
 
@@ -210,6 +213,99 @@ def _markdown(report: DetectorReport, split_scores: dict[str, dict[str, Any]], a
     return "\n".join(lines)
 
 
+def sample_rows(dialogues: list[LabeledDialogue], n: int, seed: int = 0) -> list[ContextTurn]:
+    """A seeded sample of user turns: n error turns (the targets of error dialogues, dealt round-robin
+    over (error type, position) cells) and n error-free turns (round-robin over turn kinds)."""
+    import random
+
+    from interventions.dialogue_dataset import context_turns
+
+    rng = random.Random(seed)
+    rows = context_turns(dialogues)
+    errors: dict[tuple[str, str], list[ContextTurn]] = {}
+    clean: dict[tuple[str, str], list[ContextTurn]] = {}
+    for r in rows:
+        if r.label != NO_ERROR:
+            errors.setdefault((r.label, r.position), []).append(r)
+        else:
+            clean.setdefault((r.kind, ""), []).append(r)
+
+    def deal(cells: dict[tuple[str, str], list[ContextTurn]], k: int) -> list[ContextTurn]:
+        pools = [cells[key][:] for key in sorted(cells)]
+        for pool in pools:
+            rng.shuffle(pool)
+        rng.shuffle(pools)
+        out: list[ContextTurn] = []
+        while len(out) < k and any(pools):
+            for pool in pools:
+                if pool and len(out) < k:
+                    out.append(pool.pop())
+        return out
+
+    return deal(errors, n) + deal(clean, n)
+
+
+def llm_predictions(rows: Sequence[ContextTurn], domains: dict[str, str], model: str | Model, progress: bool = True) -> list[dict[str, Any]]:
+    """The LLM inception module's verdict on each row, with its dialogue's domain tools (the agent's) in the prompt."""
+    import asyncio
+    import sys
+    import time
+
+    from agent.ledger import CostLedger
+    from agent.messages import Message
+    from agent.models import resolve_model
+    from agent.plugin_api import InterventionContext
+    from interventions.error_map import load_error_map
+    from interventions.llm_inception import LLMDetector
+    from tools.registry import load_toolkit
+
+    emap = load_error_map()
+    detector = LLMDetector(emap, resolve_model(model))
+    # The detector runs outside an agent here, so it always has its own model (never ctx.model).
+    llm = detector.model_for(None)  # type: ignore[arg-type]
+    schemas = {d: load_toolkit(d).schemas() for d in sorted(set(domains.values()))}
+    out = []
+    for i, r in enumerate(rows):
+        dialogue = [Message(role=role, content=text) for role, text in (*r.history, ("user", r.text))]  # type: ignore[arg-type]
+        ledger = CostLedger()
+        ctx = InterventionContext(dialogue=dialogue, tools=schemas[domains[r.dialogue]], turn=r.index,
+                                  model=llm, ledger=ledger)
+        start = time.perf_counter()
+        found = asyncio.run(detector.detect(ctx, emap.labels))
+        seconds = time.perf_counter() - start
+        out.append({"dialogue": r.dialogue, "index": r.index, "gold": r.label, "predicted": found.error_type,
+                    "seconds": round(seconds, 2), "rationale": found.rationale[:200]})
+        if progress:
+            print(f"[{i + 1}/{len(rows)}] gold={r.label} llm={found.error_type} {seconds:.1f}s", file=sys.stderr, flush=True)
+    return out
+
+
+def compare_on_sample(rows: Sequence[ContextTurn], columns: dict[str, list[str]]) -> str:
+    """Detection precision, recall and false activations of each module's predictions on the same rows."""
+    from interventions.error_map import load_error_map
+
+    emap = load_error_map()
+    names = [NO_ERROR, *emap.labels]
+    categories = {n: emap.category_of(n) for n in emap.labels}
+    gold = [r.label for r in rows]
+    n_err = sum(g != NO_ERROR for g in gold)
+    lines = [f"Sample: {n_err} error turns, {len(gold) - n_err} error-free turns.", "",
+             "| module | detection precision | detection recall | right type | false activations | macro-F1 |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for module, predicted in columns.items():
+        rep = score(gold, predicted, names, categories)
+        right = sum(g == p for g, p in zip(gold, predicted, strict=True) if g != NO_ERROR)
+        lines.append(f"| {module} | {rep.detection_precision:.2f} | {rep.detection_recall:.2f} | {_rate(right, n_err)} | "
+                     f"{rep.false_activation_rate:.1%} | {rep.macro_f1:.2f} |")
+    positions = sorted({r.position for r in rows if r.label != NO_ERROR})
+    lines += ["", "| error turns: detected (any type) | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    for key in [*positions, *sorted({g for g in gold if g != NO_ERROR})]:
+        idx = [i for i, r in enumerate(rows) if r.label != NO_ERROR and key in (r.position, r.label)]
+        cells = [_rate(sum(p[i] != NO_ERROR for i in idx), len(idx)) for p in columns.values()]
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import json
@@ -225,11 +321,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="test", choices=["train", "validation", "test"])
     parser.add_argument("--threshold", type=float, default=None, help="error probability needed to activate (default: the stored one)")
     parser.add_argument("--metrics", type=Path, default=None, help="write metrics JSON here (default for the test split: interventions/data/detector_metrics.json)")
+    parser.add_argument("--module", default="offline", choices=["offline", "llm"],
+                        help="llm: compare the LLM inception module with the offline one on a seeded sample")
+    parser.add_argument("--sample", type=int, default=0, help="score N error turns and N error-free turns (seeded) instead of every turn")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    parser.add_argument("--model", default="local:qwen2.5-coder-0.5b", help="the LLM inception module's model")
+    parser.add_argument("--llm-results", type=Path, default=None,
+                        help="with --module llm: reuse the verdicts of an earlier run's --metrics file (same sample) instead of calling the model")
     args = parser.parse_args(argv)
     try:
         dialogues = [d for d in read_dialogues(args.dataset) if d.split == args.split]
         if not dialogues:
             raise UserFacingError(f"{args.dataset} has no {args.split} dialogues")
+        if args.sample or args.module == "llm":
+            return _sample_main(args, dialogues)
         result = evaluate_dialogues(dialogues, OfflineDetector(args.detector, threshold=args.threshold))
     except UserFacingError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -239,6 +344,39 @@ def main(argv: list[str] | None = None) -> int:
     if metrics is not None:
         body = {k: v for k, v in result.items() if k != "markdown"} | {"split": args.split, "dialogues": len(dialogues)}
         metrics.write_text(json.dumps(body, indent=1) + "\n")
+    return 0
+
+
+def _sample_main(args: Any, dialogues: list[LabeledDialogue]) -> int:
+    import json
+
+    from agent.errors import UserFacingError
+    from interventions.offline import OfflineDetector
+
+    rows = sample_rows(dialogues, args.sample or 60, args.seed)
+    offline = OfflineDetector(args.detector, threshold=args.threshold)
+    columns = {f"offline (threshold {offline.threshold:.2f})": [
+        d.error_type for d in offline.classify_turns([r.text for r in rows], [r.history for r in rows])]}
+    body: dict[str, Any] = {"split": args.split, "seed": args.seed, "sample": len(rows)}
+    if args.module == "llm":
+        if args.llm_results is not None:
+            earlier = json.loads(args.llm_results.read_text())
+            found = earlier["llm"]
+            if [(f["dialogue"], f["index"]) for f in found] != [(r.dialogue, r.index) for r in rows]:
+                raise UserFacingError(f"{args.llm_results} holds a different sample (check --sample and --seed)")
+            args.model = earlier["model"]
+        else:
+            found = llm_predictions(rows, {d.id: d.domain for d in dialogues}, args.model)
+        columns[f"llm ({args.model})"] = [f["predicted"] for f in found]
+        seconds = sorted(f["seconds"] for f in found)
+        body |= {"model": args.model, "llm": found, "llm_seconds_p50": seconds[len(seconds) // 2],
+                 "llm_seconds_total": round(sum(seconds), 1)}
+    body["markdown"] = compare_on_sample(rows, columns)
+    print(body["markdown"])
+    if args.module == "llm":
+        print(f"\nLLM seconds per turn: p50 {body['llm_seconds_p50']}, total {body['llm_seconds_total']}.")
+    if args.metrics is not None:
+        args.metrics.write_text(json.dumps(body, indent=1) + "\n")
     return 0
 
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from interventions.classifier import TurnClassifier
+    from interventions.pair_encoder import PairEncoder
 
 DEFAULT_DETECTOR_PATH = Path(__file__).resolve().parent / "data" / "detector.npz"
 """The trained detector shipped with rein (rebuild: python -m interventions.train_detector)."""
@@ -180,7 +181,7 @@ class OfflineDetector:
             raise ValueError(f"threshold must be in (0, 1], got {threshold}")
         self.path = Path(path) if path is not None else DEFAULT_DETECTOR_PATH
         self._threshold = threshold
-        self._classifier: TurnClassifier | None = None
+        self._classifier: TurnClassifier | PairEncoder | None = None
 
     @property
     def threshold(self) -> float:
@@ -190,21 +191,22 @@ class OfflineDetector:
         return float(self.classifier.meta.get("threshold", 0.5))
 
     @property
-    def classifier(self) -> TurnClassifier:
-        """The classifier, loaded on first use."""
+    def classifier(self) -> TurnClassifier | PairEncoder:
+        """The classifier (a linear head on frozen features, or a fine-tuned pair encoder), loaded on first use."""
         if self._classifier is None:
             from agent.errors import UserFacingError
             from agent.extras import needs_extra
 
             with needs_extra("local", "the offline ReIn detector"):
                 from interventions.classifier import TurnClassifier
+                from interventions.pair_encoder import PairEncoder, is_pair_encoder
 
             if not self.path.exists():
                 raise UserFacingError(
                     f"offline detector file {self.path} is missing; rebuild it with "
                     "`python -m interventions.train_detector`"
                 )
-            self._classifier = TurnClassifier.load(self.path)
+            self._classifier = PairEncoder.load(self.path) if is_pair_encoder(self.path) else TurnClassifier.load(self.path)
             if NO_ERROR not in self._classifier.labels:
                 raise UserFacingError(f"{self.path}: classifier has no {NO_ERROR!r} label")
         return self._classifier
@@ -216,9 +218,14 @@ class OfflineDetector:
 
     def classify_turns(self, texts: Sequence[str], histories: Sequence[History], labels: Sequence[str] | None = None) -> list[Detection]:
         """Detections for user turns, each with the turns before it; labels limits the error types reported."""
+        from interventions.classifier import TurnClassifier
+
         clf = self.classifier
         threshold = self.threshold
-        probs = clf.predict_proba(turn_features(texts, histories, self.feature_blocks))
+        if isinstance(clf, TurnClassifier):
+            probs = clf.predict_proba(turn_features(texts, histories, self.feature_blocks))
+        else:
+            probs = clf.predict_proba(texts, histories)
         allowed = [i for i, lab in enumerate(clf.labels) if lab != NO_ERROR and (labels is None or lab in labels)]
         out = []
         for text, row in zip(texts, probs, strict=True):

