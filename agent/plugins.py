@@ -48,15 +48,15 @@ def load_intervention(name: str, **options: Any) -> Intervention | None:
     if name == NO_INTERVENTION:
         return None
     factory = _factory(name, _INTERVENTIONS, entry_points.INTERVENTIONS, "intervention", intervention_names)
-    return factory(**options)  # type: ignore[no-any-return]
+    return factory(**options)
 
 
 def load_mode_policy(name: str, **options: Any) -> ModePolicy:
     """A fixed mode (instant, reasoning, agentic) or a registered or declared policy (self, …)."""
     if name in MODES:
-        return FixedMode(name)  # type: ignore[arg-type]
+        return FixedMode(name)
     factory = _factory(name, _MODE_POLICIES, entry_points.MODE_POLICIES, "mode policy", mode_policy_names)
-    return factory(**options)  # type: ignore[no-any-return]
+    return factory(**options)
 
 
 def _factory(name: str, registered: dict[str, str], group: str, kind: str, known: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -149,7 +150,7 @@ def agent_options(source: Any, **overrides: Any) -> dict[str, Any]:
     }
 
 
-def load_tools(names: list[str | McpToolsSpec]) -> list[Any]:
+def load_tools(names: Sequence[str | McpToolsSpec]) -> list[Any]:
     """Tools from toolkit names or "module:attribute" paths, without duplicates.
 
     A path must name a rein Tool, a Toolkit, a list of Tools, or a function marked

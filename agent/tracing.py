@@ -124,11 +124,23 @@ def setup_from_env() -> None:
 # --- spans ---------------------------------------------------------------------------------
 
 
-def _span(name: str, attributes: dict[str, Any], kind: str = "INTERNAL") -> Any:
+def _span(
+    operation: str, target: str | None, attributes: Mapping[str, Any], kind: str = "INTERNAL", *, make_current: bool = True
+) -> Any:
+    """The span of one GenAI operation: named `{operation} {target}` (`operation` alone without a
+    target), carrying `gen_ai.operation.name`; made current on entry unless `make_current` is False."""
     from opentelemetry.trace import SpanKind
 
     assert _tracer is not None
-    return _tracer.start_as_current_span(name, kind=getattr(SpanKind, kind), attributes=attributes)
+    name = operation if target is None else f"{operation} {target}"
+    options: dict[str, Any] = {"kind": getattr(SpanKind, kind), "attributes": {"gen_ai.operation.name": operation, **attributes}}
+    return _tracer.start_as_current_span(name, **options) if make_current else _tracer.start_span(name, **options)
+
+
+def _scenario_attributes() -> dict[str, Any]:
+    """The scenario run the current turn belongs to, as span attributes (none outside one)."""
+    found = _scenario.get()
+    return {} if found is None else {"rein.scenario.id": found[0], "rein.scenario.trial": found[1]}
 
 
 def _fail(span: Span, error_type: str, description: str | None = None) -> None:
@@ -151,8 +163,7 @@ def scenario(scenario_id: str, trial: int = 0) -> Iterator[None]:
         if _tracer is None:
             yield
         else:
-            attributes = {"gen_ai.operation.name": "invoke_workflow", "rein.scenario.id": scenario_id, "rein.scenario.trial": trial}
-            with _span(f"invoke_workflow {scenario_id}", attributes):
+            with _span("invoke_workflow", scenario_id, _scenario_attributes()):
                 yield
     finally:
         _scenario.reset(token)
@@ -164,18 +175,8 @@ def start_turn(agent: str, thread_id: str, model: str) -> Span | None:
     never leaks into the code that consumes the turn's events."""
     if _tracer is None:
         return None
-    from opentelemetry.trace import SpanKind
-
-    attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.agent.name": agent,
-        "gen_ai.conversation.id": thread_id,
-        "gen_ai.request.model": model,
-    }
-    found = _scenario.get()
-    if found is not None:
-        attributes["rein.scenario.id"], attributes["rein.scenario.trial"] = found
-    return _tracer.start_span(f"invoke_agent {agent}", kind=SpanKind.INTERNAL, attributes=attributes)
+    attributes = {"gen_ai.agent.name": agent, "gen_ai.conversation.id": thread_id, "gen_ai.request.model": model}
+    return _span("invoke_agent", agent, {**attributes, **_scenario_attributes()}, make_current=False)
 
 
 def current(span: Span | None) -> Any:
@@ -204,8 +205,7 @@ def end_turn(span: Span | None, exc: BaseException | None = None, error: str | N
     if span is None:
         return
     if exc is not None:
-        span.record_exception(exc)
-        _fail(span, type(exc).__name__, str(exc))
+        failed(span, exc)
     elif error:
         span.set_attribute("rein.error", error)
     span.end()
@@ -223,7 +223,7 @@ def mode_span() -> Any:
     """The span of the mode decision."""
     if _tracer is None:
         return _NOTHING
-    return _span("rein.mode", {"gen_ai.operation.name": "rein.mode"})
+    return _span("rein.mode", None, {})
 
 
 def mode_chosen(span: Span | None, mode: str, reason: str, scores: Mapping[str, float] | None = None) -> None:
@@ -240,8 +240,7 @@ def intervention(name: str, turn_index: int) -> Any:
     """The span of one intervention's before_turn."""
     if _tracer is None:
         return _NOTHING
-    attributes = {"gen_ai.operation.name": "rein.intervention", "rein.intervention.name": name, "rein.turn": turn_index}
-    return _span(f"rein.intervention {name}", attributes)
+    return _span("rein.intervention", name, {"rein.intervention.name": name, "rein.turn": turn_index})
 
 
 _DIAGNOSIS = ("error_type", "category", "recovery_tool", "confidence", "detector")
@@ -270,15 +269,10 @@ def retrieval(source: str, retriever: str, k: int, query: str) -> Any:
     """The span of one retrieval (GenAI `retrieval` operation)."""
     if _tracer is None:
         return _NOTHING
-    attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "retrieval",
-        "gen_ai.data_source.id": source,
-        "gen_ai.request.top_k": k,
-        "rein.retrieval.retriever": retriever,
-    }
+    attributes: dict[str, Any] = {"gen_ai.data_source.id": source, "gen_ai.request.top_k": k, "rein.retrieval.retriever": retriever}
     if _content:
         attributes["gen_ai.retrieval.query.text"] = query
-    return _span(f"retrieval {source}", attributes, "CLIENT")
+    return _span("retrieval", source, attributes, "CLIENT")
 
 
 def retrieved(span: Span | None, titles: list[str]) -> None:
@@ -294,12 +288,7 @@ def chat(model: str, request: ModelRequest, thread_id: str | None, step: str) ->
     if _tracer is None:
         return _NOTHING
     provider = model.partition(":")[0] if ":" in model else "rein"
-    attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": provider,
-        "gen_ai.request.model": model,
-        "rein.step.kind": step,
-    }
+    attributes: dict[str, Any] = {"gen_ai.provider.name": provider, "gen_ai.request.model": model, "rein.step.kind": step}
     if thread_id:
         attributes["gen_ai.conversation.id"] = thread_id
     s = request.settings
@@ -311,7 +300,7 @@ def chat(model: str, request: ModelRequest, thread_id: str | None, step: str) ->
         if system:
             attributes["gen_ai.system_instructions"] = _json([{"type": "text", "content": m.text} for m in system])
         attributes["gen_ai.input.messages"] = _json([_message(m) for m in request.messages if m.role != "system"])
-    return _span(f"chat {model}", attributes, "CLIENT")
+    return _span("chat", model, attributes, "CLIENT")
 
 
 def answered(span: Span | None, response: ModelResponse) -> None:
@@ -367,7 +356,6 @@ class _TracedCalls(CallHooks):
 
     def running(self, call: CallRequest, tool: Tool) -> Any:
         attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": call.name,
             "gen_ai.tool.call.id": call.id,
             "gen_ai.tool.type": "function",
@@ -376,7 +364,7 @@ class _TracedCalls(CallHooks):
         }
         if _content:
             attributes["gen_ai.tool.call.arguments"] = call.arguments if isinstance(call.arguments, str) else _json(call.arguments)
-        return _span(f"execute_tool {call.name}", attributes)
+        return _span("execute_tool", call.name, attributes)
 
     async def started(self, call: CallRequest, tool: Tool) -> None:
         await self.inner.started(call, tool)

@@ -230,7 +230,11 @@ def _run_eval(args: argparse.Namespace) -> int:
         retrievers = {name: make_retriever(name, qg, embedder, args.model) for name in names}
         trained: list[str] = []
         if "gfm" in retrievers:
-            trained = list(retrievers["gfm"].model.config.trained_questions)  # type: ignore[attr-defined]
+            from graphs.gfm.gfm_retriever import GFMRetriever
+
+            gfm = retrievers["gfm"]
+            assert isinstance(gfm, GFMRetriever)
+            trained = list(gfm.model.config.trained_questions)
         _log(f"graph ready in {graph_s:.1f}s; evaluating {', '.join(names)} on {len(questions)} questions")
         report = evaluate(retrievers, questions, trained)
     report["graph"] = {"extractor": qg.meta.get("extractor"), **qg.stats(), "ready_s": round(graph_s, 1)}

@@ -259,8 +259,9 @@ def save_graph(
     (out / GRAPH_FILE).write_bytes(raw)
 
     if location is None:
-        location, prefix = StoreLocation(path=(out / CHROMA_DIR).resolve()), DEFAULT_PREFIX
-        client = chroma_client(location.path)  # type: ignore[arg-type]
+        chroma_path = (out / CHROMA_DIR).resolve()
+        location, prefix = StoreLocation(path=chroma_path), DEFAULT_PREFIX
+        client = chroma_client(chroma_path)
     else:
         gname = name or graph_name(out)
         prefix = f"{DEFAULT_PREFIX}_{gname}"

@@ -137,7 +137,7 @@ async def evaluate(
         out.reward, out.success = float(normal), normal
         out.notes.append("no evaluation criteria: every run that ends normally passes")
         return _finish(out, t)
-    basis: list[str] = criteria.basis() if criteria is not None else []
+    basis: list[str] = list(criteria.basis()) if criteria is not None else []
     if required and "RECOVERY" not in basis:
         basis = [*basis, "RECOVERY"]
     forbidden = criteria.forbidden_tools if criteria is not None else []
@@ -273,14 +273,16 @@ def _norm(text: str) -> str:
 def _env_assertions(scenario: Scenario, env: Any | None, out: RewardBreakdown) -> list[Check]:
     assert scenario.evaluation is not None
     assertions = scenario.evaluation.env_assertions or []
-    if assertions and env is None:
+    if not assertions:
+        return []
+    if env is None:
         out.notes.append("ENV_ASSERTION: no end environment to check; not graded")
         return []
     checks = []
     for a in assertions:
         label = f"{a.func_name}({_args_text(a.arguments, None)}) == {a.assert_value}"
         try:
-            met = bool(env.run_env_assertion(a.model_dump()))  # type: ignore[union-attr]
+            met = bool(env.run_env_assertion(a.model_dump()))
             checks.append(Check(name=label, met=met, detail="" if met else (a.message or "assertion failed")))
         except Exception as exc:  # an assertion that raises fails, with the reason
             checks.append(Check(name=label, met=False, detail=f"error: {exc}"))

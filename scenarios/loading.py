@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from scenarios.errors import ScenarioFileError
 from scenarios.scenario import (
@@ -233,7 +233,7 @@ def _check_unique(scenarios: list[Scenario], origin: dict[str, Path], path: Path
         seen.add(s.id)
 
 
-def _known(model: Any, target: type) -> dict[str, Any]:
+def _known(model: Any, target: type[BaseModel]) -> dict[str, Any]:
     """The fields of a tau2 object that the strict rein model knows (tau2 keeps extra ones)."""
     return {k: getattr(model, k) for k in target.model_fields if hasattr(model, k)}
 

@@ -31,7 +31,13 @@ from agent.planted_reasoning import PLANTED
 from agent.plugin_api import Intervention, ModePolicy
 from agent.runtime import Agent, RunResult
 from scenarios.scenario import Scenario, ScriptStep, SimulatedUserConfig
-from scenarios.trajectory import ScenarioTermination, Trajectory, TrajectoryMessage, TurnMetrics
+from scenarios.trajectory import (
+    ScenarioTermination,
+    Source,
+    Trajectory,
+    TrajectoryMessage,
+    TurnMetrics,
+)
 from scenarios.users.base import User, UserSimulationError, UserView
 from scenarios.users.error_templates import build_context
 from scenarios.users.injecting import ErrorInjectingUser
@@ -155,10 +161,12 @@ def build_user(scenario: Scenario, options: RunOptions, seed: int, env: Any | No
         if model is None:
             raise ScenarioSetupError("a simulated user needs a user model (--user-model)")
         user = SimulatedUser.from_config(config, model, seed=seed)
-    else:
+    elif config is not None:
         user = ScriptedUser.from_config(config)
+    else:
+        raise ScenarioSetupError(f"scenario {scenario.id}: a {scenario.kind} scenario has no user")
     if scenario.errors:
-        writes = [t for t in (env.tool_names() if env is not None else []) if env.is_mutating(t)]
+        writes = [t for t in env.tool_names() if env.is_mutating(t)] if env is not None else []
         context = build_context(scenario, env.db if env is not None else None, writes)
         user = ErrorInjectingUser(user, scenario.errors, context, model=options.user_model, seed=seed)
     return user
@@ -251,7 +259,7 @@ async def _converse(scenario: Scenario, agent: Agent, user: User, trajectory: Tr
             if m.role == "user":
                 continue
             planted = bool(m.metadata.get(PLANTED))
-            source = "intervention" if planted else ("tool" if m.role == "tool" else "agent")
+            source: Source = "intervention" if planted else ("tool" if m.role == "tool" else "agent")
             trajectory.messages.append(TrajectoryMessage(**m.model_dump(), turn=turn, source=source))
             if planted:
                 continue

@@ -16,12 +16,12 @@ import datetime as dt
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from agent.errors import UserFacingError
-from scenarios.users.error_types import ERROR_TYPES
+from scenarios.users.error_types import ErrorTypeName
 
-ERROR_TYPE_NAMES = tuple(ERROR_TYPES)
+ERROR_TYPE_NAMES: tuple[ErrorTypeName, ...] = get_args(ErrorTypeName)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from scenarios.loading import collect_scenarios
     from scenarios.orchestrator import RunOptions, script_model
     from scenarios.runner import run_batch, with_injected_errors
+    from scenarios.scenario import SimulatedUserConfig
 
     if args.trials < 1 or args.concurrency < 1:
         raise UserFacingError("--trials and --concurrency must be at least 1")
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     user_model = None
     if user_name is not None:
         user_model = model if user_name == model_name and not scripted else _model(user_name, args.base_url)
-    needs_user = [s.id for s in scenarios if getattr(s.user, "type", "") == "simulated" and s.user.model is None]  # type: ignore[union-attr]
+    needs_user = [s.id for s in scenarios if isinstance(s.user, SimulatedUserConfig) and s.user.model is None]
     if needs_user and user_model is None:
         raise UserFacingError(f"simulated users need --user-model (scenarios: {', '.join(needs_user[:5])})")
     judge = _model(args.judge_model, args.base_url) if args.judge_model else None
@@ -180,8 +181,8 @@ def _check_domains(scenarios: list[Any]) -> None:
         )
 
 
-def _inject_types(values: list[str]) -> list[str]:
-    out: list[str] = []
+def _inject_types(values: list[str]) -> list[ErrorTypeName]:
+    out: list[ErrorTypeName] = []
     for v in values:
         for name in ERROR_TYPE_NAMES if v == "all" else [v]:
             if name not in ERROR_TYPE_NAMES:

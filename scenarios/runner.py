@@ -34,7 +34,7 @@ from scenarios.metrics import summarize
 from scenarios.orchestrator import Episode, RunOptions, run_scenario
 from scenarios.scenario import Evaluation, InjectedError, Scenario
 from scenarios.trajectory import Trajectory
-from scenarios.users.error_types import ERROR_TYPES
+from scenarios.users.error_types import ERROR_TYPES, ErrorTypeName
 
 RESULTS_VERSION = 1
 
@@ -78,7 +78,7 @@ def fingerprint(scenario: Scenario) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def with_injected_errors(scenarios: Sequence[Scenario], types: Sequence[str], turn: int = 0) -> list[Scenario]:
+def with_injected_errors(scenarios: Sequence[Scenario], types: Sequence[ErrorTypeName], turn: int = 0) -> list[Scenario]:
     """One variant of each scenario per error type (id `ID+TYPE`), the error sent at `turn`.
 
     The expected recovery call always gates the reward. An ambiguous error is followed by the
@@ -99,7 +99,7 @@ def with_injected_errors(scenarios: Sequence[Scenario], types: Sequence[str], tu
             variant = s.model_copy(
                 update={
                     "id": f"{s.id}+{etype}",
-                    "errors": [*s.errors, InjectedError(type=etype, turn=turn)],  # type: ignore[arg-type]
+                    "errors": [*s.errors, InjectedError(type=etype, turn=turn)],
                     "evaluation": evaluation,
                     "tags": [*s.tags, "injected"],
                 },

@@ -431,6 +431,12 @@ class Scenario(_Strict):
             return list(self.evaluation.required_recovery)
         return [RecoveryCall(name=ERROR_TYPES[e.type].recovery_tool, after_turn=e.turn) for e in self.errors]
 
+    def simulated_user(self) -> SimulatedUserConfig:
+        """The scenario's LLM-simulated user; ValueError when its user is scripted or absent."""
+        if not isinstance(self.user, SimulatedUserConfig):
+            raise ValueError(f"scenario {self.id}: needs a simulated user, not {getattr(self.user, 'type', 'none')}")
+        return self.user
+
     def wants_recovery_tools(self) -> bool:
         """Whether the agent gets the recovery tools."""
         if self.agent.recovery_tools is not None:

@@ -17,6 +17,8 @@ from scenarios.errors import TaskFileError
 
 Requestor = Literal["assistant", "user"]
 RewardType = Literal["DB", "ENV_ASSERTION", "NL_ASSERTION", "ACTION", "COMMUNICATE"]
+DEFAULT_REWARD_BASIS: tuple[RewardType, ...] = ("DB", "COMMUNICATE")
+"""What a task's reward multiplies when it names no basis (tau2's default)."""
 
 
 class _Model(BaseModel):
@@ -164,7 +166,7 @@ class EvaluationCriteria(_Model):
     """Strings the agent must say to the user."""
     nl_assertions: list[str] | None = None
     """Checks for an LLM judge."""
-    reward_basis: list[RewardType] = Field(default_factory=lambda: ["DB", "COMMUNICATE"])
+    reward_basis: list[RewardType] = Field(default_factory=lambda: list(DEFAULT_REWARD_BASIS))
     """Components whose rewards are multiplied."""
 
 

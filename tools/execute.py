@@ -131,9 +131,11 @@ async def execute_calls(
     concurrent: list[tuple[int, CallRequest, Tool, dict[str, Any]]] = []
     sequential: list[tuple[int, CallRequest, Tool, dict[str, Any]]] = []
     for i, (call, t, args) in enumerate(prepared):
-        if isinstance(args, ToolResult) or t is None:
-            results[i] = args  # type: ignore[assignment]
-        elif t.kind is ToolKind.WRITE:
+        if isinstance(args, ToolResult):
+            results[i] = args
+            continue
+        assert t is not None, "an unknown tool is answered by an error result above"
+        if t.kind is ToolKind.WRITE:
             sequential.append((i, call, t, args))
         else:
             concurrent.append((i, call, t, args))

@@ -32,8 +32,8 @@ def python_tool(session: SandboxSession, name: str = "python") -> Tool:
             raise ToolError(result.describe())
         return result.describe()
 
-    built = tool(python, name=name, description=_DESCRIPTION, kind=ToolKind.GENERIC,
-                 timeout_s=session.limits.wall_s + session.limits.startup_s + 5)
+    built = tool(name=name, description=_DESCRIPTION, kind=ToolKind.GENERIC,
+                 timeout_s=session.limits.wall_s + session.limits.startup_s + 5)(python)
     built.metadata["sandbox_session"] = session
     return built
 

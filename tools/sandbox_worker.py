@@ -235,8 +235,9 @@ class Worker:
         tree = check_code(code)
         defs = [node for node in tree.body if isinstance(node, ast.FunctionDef) and not node.decorator_list]
         last: ast.expr | None = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = tree.body.pop().value
+        if tree.body and isinstance(tail := tree.body[-1], ast.Expr):
+            tree.body.pop()
+            last = tail.value
         try:
             exec(compile(tree, SOURCE_NAME, "exec", dont_inherit=True), self.namespace)
         finally:
@@ -532,7 +533,7 @@ def main() -> None:
     os.close(null)
     inp = os.fdopen(0, "rb", buffering=0)
     out = os.fdopen(1, "wb")
-    sys.stdin = sys.stdout = sys.stderr = None  # type: ignore[assignment]
+    sys.stdin = sys.stdout = sys.stderr = None
     worker: Worker | None = None
     while True:
         frame = _read_frame(inp)

@@ -60,7 +60,7 @@ def model_from_signature(fn: Callable[..., Any], name: str, arg_docs: dict[str, 
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (annotation, Field(default, description=arg_docs.get(pname) or None))
     camel = "".join(part.capitalize() for part in re.split(r"[^0-9A-Za-z]+", name) if part)
-    return create_model(  # type: ignore[call-overload,no-any-return]
+    return create_model(
         f"{camel or 'Tool'}Args", __config__=ConfigDict(extra="forbid"), **fields
     )
 

@@ -43,7 +43,7 @@ def build_agent_from_args(args: argparse.Namespace, default_tools: list[str] | N
     from agent.runtime import build_agent
     from agent.spec import AgentSpec, load_spec
 
-    spec = load_spec(args.spec)[0] if args.spec else AgentSpec(tools=default_tools or ["builtin"])
+    spec = load_spec(args.spec)[0] if args.spec else AgentSpec(tools=[*(default_tools or ["builtin"])])
     updates: dict[str, Any] = {}
     if args.model:
         updates["model"] = args.model

@@ -58,7 +58,7 @@ def _load(name: str) -> ModuleType:
     module = plugin.load()
     if not (hasattr(module, "add_arguments") and hasattr(module, "run")):
         raise UserFacingError(f"command {name!r} ({plugin.value}) has no add_arguments() and run()")
-    return module  # type: ignore[no-any-return]
+    return module
 
 
 def build_command_parser(name: str) -> tuple[argparse.ArgumentParser, ModuleType]:

@@ -333,7 +333,7 @@ def _answer(result: RunResult, thread: str) -> types.CallToolResult:
     failed = result.termination in FAILED_TURNS
     text = f"the turn ended in {result.termination}: {result.error or 'no detail'}" if failed else result.output
     # The thread id in text too: clients that pass only text to their model can still continue.
-    content = [types.TextContent(text=text), types.TextContent(text=f"thread_id: {thread}")]
+    content: list[types.ContentBlock] = [types.TextContent(text=text), types.TextContent(text=f"thread_id: {thread}")]
     return types.CallToolResult(content=content, structured_content=structured, is_error=failed)
 
 

@@ -69,7 +69,8 @@ def build_agents(specs: list[str], db: str | None) -> dict[str, Any]:
 
     overrides = {"checkpointer": checkpointer_for(db)} if db else {}
     agents: dict[str, Any] = {}
-    for source in specs or [None]:
+    sources: list[str | None] = [*specs] or [None]
+    for source in sources:
         try:
             agent = Agent.from_spec(source if source is not None else {}, **overrides)
         except UserFacingError:

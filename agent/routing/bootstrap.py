@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 import numpy as np
 
@@ -24,6 +25,17 @@ class Interval:
         """JSON-ready form, rounded."""
         return {k: None if v is None else round(v, 4) for k, v in
                 (("value", self.value), ("low", self.low), ("high", self.high))}
+
+
+class BootstrapOptions(TypedDict, total=False):
+    """How an interval is resampled (the keyword arguments of bootstrap)."""
+
+    samples: int
+    """Resamples drawn (default 1000)."""
+    seed: int
+    """Seed of the resampling generator (default 0)."""
+    level: float
+    """Coverage of the interval (default 0.95)."""
 
 
 def bootstrap(
@@ -50,13 +62,13 @@ def bootstrap(
     return Interval(finite(point), finite(lo), finite(hi))
 
 
-def mean_interval(flags: Sequence[float], **kwargs: float | int) -> Interval:
+def mean_interval(flags: Sequence[float], **kwargs: Unpack[BootstrapOptions]) -> Interval:
     """Bootstrap interval of a mean (accuracy, agreement)."""
     arr = np.asarray(flags, dtype=float)
-    return bootstrap(len(arr), lambda idx: float(arr[idx].mean()), **kwargs)  # type: ignore[arg-type]
+    return bootstrap(len(arr), lambda idx: float(arr[idx].mean()), **kwargs)
 
 
-def ratio_interval(cost: Sequence[float], passed: Sequence[float], **kwargs: float | int) -> Interval:
+def ratio_interval(cost: Sequence[float], passed: Sequence[float], **kwargs: Unpack[BootstrapOptions]) -> Interval:
     """Bootstrap interval of sum(cost) / sum(passed): cost-of-pass; inf when nothing passed."""
     c, p = np.asarray(cost, dtype=float), np.asarray(passed, dtype=float)
 
@@ -64,4 +76,4 @@ def ratio_interval(cost: Sequence[float], passed: Sequence[float], **kwargs: flo
         wins = p[idx].sum()
         return float(c[idx].sum() / wins) if wins else math.inf
 
-    return bootstrap(len(c), stat, **kwargs)  # type: ignore[arg-type]
+    return bootstrap(len(c), stat, **kwargs)

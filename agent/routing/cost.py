@@ -78,6 +78,8 @@ class CostAwareRouter:
     """A ready offline router (built from `weights` when None)."""
     name: str = "cost"
     """Policy name."""
+    _mode_costs: dict[str, ModeCost] = field(init=False, repr=False, default_factory=dict)
+    """`costs` with every entry a ModeCost (built in __post_init__)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.threshold <= 1.0:
@@ -88,7 +90,8 @@ class CostAwareRouter:
         missing = [m for m in MODES if m not in raw]
         if missing:
             raise ValueError(f"costs lack modes: {', '.join(missing)}")
-        self.costs = {m: c if isinstance(c, ModeCost) else ModeCost(**c) for m, c in raw.items()}
+        self._mode_costs = {m: c if isinstance(c, ModeCost) else ModeCost(**c) for m, c in raw.items()}
+        self.costs = self._mode_costs
         self.success = {m: dict(row) for m, row in (self.success or default_success()).items()}
         if set(self.success) != set(MODES) or any(set(r) != set(MODES) for r in self.success.values()):
             raise ValueError("success must be a full matrix over instant, reasoning, agentic")
@@ -99,7 +102,7 @@ class CostAwareRouter:
 
     def cost_of(self, mode: Mode) -> float:
         """The mode's cost in this router's unit."""
-        cost = self.costs[mode]  # type: ignore[index]
+        cost = self._mode_costs[mode]
         return cost.dollars(self.price) if self.unit == "usd" and self.price else cost.tokens
 
     def predicted_success(self, needs: Mapping[str, float]) -> dict[str, float]:

@@ -10,7 +10,8 @@ running that mode again would repeat it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,12 +46,21 @@ class ModeRun:
     """The final answer text."""
 
 
+def cheapest(runs: Mapping[str, ModeRun], modes: Iterable[str] = MODES) -> str:
+    """The mode among `modes` whose run spent the fewest tokens; ties go to the earlier mode."""
+    return min(modes, key=lambda m: runs[m].tokens)
+
+
 def oracle_label(runs: Mapping[str, ModeRun]) -> str:
     """The cheapest mode (by tokens, ties to the earlier mode) whose run succeeded, or 'none'."""
     solved = [m for m in MODES if m in runs and runs[m].success]
-    if not solved:
-        return NONE
-    return min(solved, key=lambda m: (runs[m].tokens, MODES.index(m)))
+    return cheapest(runs, solved) if solved else NONE
+
+
+def _tally(picks: Iterable[str], keys: Iterable[str]) -> dict[str, int]:
+    """How many of `picks` are each of `keys`."""
+    counts = Counter(picks)
+    return {k: counts[k] for k in keys}
 
 
 @dataclass(frozen=True)
@@ -148,9 +158,8 @@ def _score(rows: Sequence[OracleRow], picks: Sequence[str], samples: int, seed: 
     runs = [row.runs[m] for row, m in zip(rows, picks, strict=True)]
     passed = [float(r.success) for r in runs]
     cost = [float(r.tokens) for r in runs]
-    mix = {m: sum(p == m for p in picks) for m in MODES}
     return StrategyScore(mean_interval(passed, samples=samples, seed=seed),
-                         ratio_interval(cost, passed, samples=samples, seed=seed), int(sum(cost)), mix)
+                         ratio_interval(cost, passed, samples=samples, seed=seed), int(sum(cost)), _tally(picks, MODES))
 
 
 def score_oracle(rows: Sequence[OracleRow], routed: Sequence[str], *, samples: int = 1000, seed: int = 0) -> OracleReport:
@@ -163,9 +172,9 @@ def score_oracle(rows: Sequence[OracleRow], routed: Sequence[str], *, samples: i
         raise ValueError(f"{len(rows)} rows but {len(routed)} routed modes")
     strategies = {f"always-{m}": _score(rows, [m] * len(rows), samples, seed) for m in MODES}
     strategies["routed"] = _score(rows, routed, samples, seed)
-    oracle_picks = [r.oracle if r.oracle != NONE else min(MODES, key=lambda m, r=r: r.runs[m].tokens) for r in rows]
+    oracle_picks = [r.oracle if r.oracle != NONE else cheapest(r.runs) for r in rows]
     strategies["oracle"] = _score(rows, oracle_picks, samples, seed)
-    labels = {m: sum(r.oracle == m for r in rows) for m in (*MODES, NONE)}
+    labels = _tally((r.oracle for r in rows), (*MODES, NONE))
     agree = [float(r.oracle == p) for r, p in zip(rows, routed, strict=True)]
     return OracleReport(len(rows), labels[NONE], mean_interval(agree, samples=samples, seed=seed), labels, strategies)
 

@@ -76,7 +76,7 @@ def score_routes(gold: Sequence[str], predicted: Sequence[str]) -> RouterReport:
     """Accuracy, per-mode recall and precision, and the confusion matrix."""
     if len(gold) != len(predicted):
         raise ValueError(f"{len(gold)} gold modes but {len(predicted)} predictions")
-    confusion = {g: {p: 0 for p in MODES} for g in MODES}
+    confusion: dict[str, dict[str, int]] = {g: {p: 0 for p in MODES} for g in MODES}
     for g, p in zip(gold, predicted, strict=True):
         confusion[g][p] += 1
     per_mode: dict[str, dict[str, float]] = {}

@@ -67,7 +67,7 @@ def parse_classification(text: str) -> Mode | None:
     words = [w.lower() for w in _WORD.findall(text)]
     for word in words:
         if word in MODES:
-            return word  # type: ignore[return-value]
+            return word
     for word in words:
         if word in _SYNONYMS:
             return _SYNONYMS[word]

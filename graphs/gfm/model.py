@@ -92,10 +92,11 @@ class GFM(nn.Module):
         self.relation_query = nn.ModuleList(nn.Linear(d, d) for _ in range(config.num_layers))
         self.convs = nn.ModuleList(RelationalConv(d, config.aggregation) for _ in range(config.num_layers))
         self.dropout = nn.Dropout(config.dropout)
-        self.score_mlp = nn.Sequential(nn.Linear(3 * d, config.score_hidden), nn.ReLU(), nn.Linear(config.score_hidden, 1))
+        score_out = nn.Linear(config.score_hidden, 1)
         # Start as a dense retriever: the graph part contributes nothing until trained.
-        nn.init.zeros_(self.score_mlp[-1].weight)
-        nn.init.zeros_(self.score_mlp[-1].bias)
+        nn.init.zeros_(score_out.weight)
+        nn.init.zeros_(score_out.bias)
+        self.score_mlp = nn.Sequential(nn.Linear(3 * d, config.score_hidden), nn.ReLU(), score_out)
         self.text_weight = nn.Parameter(torch.tensor(float(config.init_text_weight)))
 
     def forward(self, qb: QueryBatch) -> Tensor:
@@ -116,6 +117,7 @@ class GFM(nn.Module):
         edge_relation = edge_query * n_used + edge_rel
         h = h0
         for mlp, rq, conv in zip(self.relation_mlps, self.relation_query, self.convs, strict=True):
+            assert isinstance(conv, RelationalConv)  # a ModuleList yields plain Modules to the checker
             rel = mlp(feats).unsqueeze(0) * (1 + torch.tanh(rq(q_all))).unsqueeze(1)  # (B, U, d)
             agg = conv(h, qb.edge_index, edge_relation, rel.reshape(-1, rel.shape[-1]))
             upd = torch.relu(conv.norm(conv.update_lin(torch.cat([h, agg], dim=-1))))

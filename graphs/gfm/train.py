@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -108,7 +108,7 @@ def _loss(model: GFM, scorer: GFMScorer, batch: list[_Example], opts: TrainOptio
     qb = scorer.sampler.collate(np.stack([e.prepared.vec for e in batch]), [e.prepared.graph for e in batch])
     scores = model(qb)
     cos = (qb.node_text * qb.query.index_select(0, qb.batch)).sum(-1)
-    parts: Counter[str] = Counter()
+    parts: defaultdict[str, float] = defaultdict(float)
     total = scores.new_zeros(())
     offset = 0
     for e in batch:

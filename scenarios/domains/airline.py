@@ -73,13 +73,13 @@ class AirlineEnvironment(GenericTools, DomainEnvironment):
         return self._key("reservations", reservation_id, "Reservation")
 
     def _flight(self, flight_number: Any) -> dict[str, Any]:
-        return self.store.table("flights")[self._key("flights", flight_number, "Flight")]  # type: ignore[no-any-return]
+        return self.store.table("flights")[self._key("flights", flight_number, "Flight")]
 
     def _flight_date(self, flight_number: Any, date: Any) -> dict[str, Any]:
         dates = self._flight(flight_number)["dates"]
         if not isinstance(date, str) or date not in dates:
             raise ToolError(f"Flight {flight_number} not found on date {date}")
-        return dates[date]  # type: ignore[no-any-return]
+        return dates[date]
 
     def _search_direct(
         self, date: Any, origin: Any = None, destination: Any = None, leave_after: str | None = None
@@ -131,12 +131,12 @@ class AirlineEnvironment(GenericTools, DomainEnvironment):
     @domain_tool()
     def get_reservation_details(self, reservation_id: str) -> dict[str, Any]:
         """Get the details of a reservation."""
-        return self.store.table("reservations")[self._reservation_id(reservation_id)]  # type: ignore[no-any-return]
+        return self.store.table("reservations")[self._reservation_id(reservation_id)]
 
     @domain_tool()
     def get_user_details(self, user_id: str) -> dict[str, Any]:
         """Get the details of a user, including their reservations."""
-        return self.store.table("users")[self._user_id(user_id)]  # type: ignore[no-any-return]
+        return self.store.table("users")[self._user_id(user_id)]
 
     @domain_tool()
     def list_all_airports(self) -> list[dict[str, str]]:
@@ -177,7 +177,7 @@ class AirlineEnvironment(GenericTools, DomainEnvironment):
     @domain_tool()
     def get_flight_status(self, flight_number: str, date: str) -> str:
         """Status of a flight on a date."""
-        return self._flight_date(flight_number, date)["status"]  # type: ignore[no-any-return]
+        return self._flight_date(flight_number, date)["status"]
 
     # ----- write tools -------------------------------------------------------------------
 
@@ -235,8 +235,8 @@ class AirlineEnvironment(GenericTools, DomainEnvironment):
         seats_taken: list[tuple[str, str]] = []
         total = 0
         for info in infos:
-            flight = self._flight(info.flight_number)  # type: ignore[attr-defined]
-            number, date = flight["flight_number"], info.date  # type: ignore[attr-defined]
+            flight = self._flight(info.flight_number)
+            number, date = flight["flight_number"], info.date
             status = self._flight_date(number, date)
             if status["status"] != "available":
                 raise ToolError(f"Flight {number} not available on date {date}")
@@ -260,7 +260,7 @@ class AirlineEnvironment(GenericTools, DomainEnvironment):
 
         methods = self.store.table("users")[user_id]["payment_methods"]
         for payment in payments:
-            pid, amount = payment.payment_id, payment.amount  # type: ignore[attr-defined]
+            pid, amount = payment.payment_id, payment.amount
             if pid not in methods:
                 raise ToolError(f"Payment method {pid} not found")
             if (
@@ -268,7 +268,7 @@ class AirlineEnvironment(GenericTools, DomainEnvironment):
                 and methods[pid]["amount"] < amount
             ):
                 raise ToolError(f"Not enough balance in payment method {pid}")
-        paid = sum(p.amount for p in payments)  # type: ignore[attr-defined]
+        paid = sum(p.amount for p in payments)
         if paid != total:
             raise ToolError(
                 f"Payment amount does not add up, total price is {total}, but paid {paid}"
@@ -276,7 +276,7 @@ class AirlineEnvironment(GenericTools, DomainEnvironment):
 
         user = self.store.writable("users", user_id)
         for payment in payments:
-            pid, amount = payment.payment_id, payment.amount  # type: ignore[attr-defined]
+            pid, amount = payment.payment_id, payment.amount
             method = user["payment_methods"].get(pid)
             if method is not None and method["source"] == "gift_card":
                 method["amount"] = method["amount"] - amount
@@ -288,7 +288,7 @@ class AirlineEnvironment(GenericTools, DomainEnvironment):
             )
         self.store.put("reservations", reservation_id, reservation)
         user["reservations"].append(reservation_id)
-        return reservation  # type: ignore[no-any-return]
+        return reservation
 
     @domain_tool()
     def cancel_reservation(self, reservation_id: str) -> dict[str, Any]:
@@ -301,7 +301,7 @@ class AirlineEnvironment(GenericTools, DomainEnvironment):
         ]
         reservation["payment_history"].extend(refunds)
         reservation["status"] = "cancelled"
-        return reservation  # type: ignore[no-any-return]
+        return reservation
 
     @domain_tool()
     def send_certificate(self, user_id: str, amount: int) -> str:
@@ -340,7 +340,7 @@ class AirlineEnvironment(GenericTools, DomainEnvironment):
             reservation["payment_history"].append(payment)
         reservation["total_baggages"] = total_bags
         reservation["nonfree_baggages"] = paid_bags
-        return reservation  # type: ignore[no-any-return]
+        return reservation
 
     @domain_tool()
     def update_reservation_flights(
@@ -359,8 +359,8 @@ class AirlineEnvironment(GenericTools, DomainEnvironment):
         total = 0
         new_flights = []
         for info in infos:
-            flight = self._flight(info.flight_number)  # type: ignore[attr-defined]
-            number, date = flight["flight_number"], info.date  # type: ignore[attr-defined]
+            flight = self._flight(info.flight_number)
+            number, date = flight["flight_number"], info.date
             kept = next(
                 (
                     f
@@ -398,7 +398,7 @@ class AirlineEnvironment(GenericTools, DomainEnvironment):
             reservation["payment_history"].append(payment)
         reservation["flights"] = new_flights
         reservation["cabin"] = cabin
-        return reservation  # type: ignore[no-any-return]
+        return reservation
 
     @domain_tool()
     def update_reservation_passengers(
@@ -413,7 +413,7 @@ class AirlineEnvironment(GenericTools, DomainEnvironment):
             raise ToolError("Number of passengers does not match")
         reservation = self.store.writable("reservations", key)
         reservation["passengers"] = [p.model_dump(mode="json") for p in people]
-        return reservation  # type: ignore[no-any-return]
+        return reservation
 
 
 def _int(value: Any, name: str) -> int:

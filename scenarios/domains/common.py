@@ -5,12 +5,14 @@ from __future__ import annotations
 import functools
 import unicodedata
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from tools.builtin import evaluate_arithmetic
 from tools.errors import ToolError
+
+M = TypeVar("M", bound=BaseModel)
 
 TRANSFER_MESSAGE = "Transfer successful"
 """What transfer_to_human_agents returns in every tau2 domain."""
@@ -45,7 +47,7 @@ def calculate(expression: Any) -> str:
     return str(round(float(evaluate_arithmetic(expression)), 2))
 
 
-def parse_model(model: type[BaseModel], value: Any, what: str) -> BaseModel:
+def parse_model(model: type[M], value: Any, what: str) -> M:
     """Validate one argument object the way tau2's pydantic models do; ToolError on failure."""
     if isinstance(value, model):
         return value

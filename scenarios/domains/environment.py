@@ -250,7 +250,7 @@ class DomainEnvironment:
     def _invoke(self, method: str, arguments: dict[str, Any]) -> Any:
         fn = getattr(self, method)
         try:
-            _signature(type(self), method).bind(self, **arguments)
+            _signature(getattr(type(self), method)).bind(self, **arguments)
         except TypeError as exc:
             raise ToolError(f"invalid arguments for {method}: {exc}") from None
         return json_clone(fn(**arguments))
@@ -271,7 +271,7 @@ class DomainEnvironment:
                     parameters=json_clone(spec.parameters),
                     fn=_returning_copies(getattr(self, method)),
                     kind=spec.kind,
-                    args_model=_args_model(type(self), method),
+                    args_model=_args_model(getattr(type(self), method), method),
                     metadata={"domain": self.name, "side": side, "environment": self},
                 )
             )
@@ -286,14 +286,15 @@ def _returning_copies(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+# Keyed by the class's function (not the class: mypy takes a class for unhashable).
 @functools.cache
-def _signature(cls: type[DomainEnvironment], method: str) -> inspect.Signature:
-    return inspect.signature(getattr(cls, method))
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(fn)
 
 
 @functools.cache
-def _args_model(cls: type[DomainEnvironment], method: str) -> type[BaseModel]:
-    return model_from_signature(getattr(cls, method), method, {})
+def _args_model(fn: Callable[..., Any], method: str) -> type[BaseModel]:
+    return model_from_signature(fn, method, {})
 
 
 def validate_record(

@@ -51,7 +51,7 @@ class MockEnvironment(DomainEnvironment):
         )
         self.store.put("tasks", task_id, task)
         self.store.writable("users", user_id)["tasks"].append(task_id)
-        return task  # type: ignore[no-any-return]
+        return task
 
     @domain_tool()
     def get_users(self) -> list[dict[str, Any]]:
@@ -69,7 +69,7 @@ class MockEnvironment(DomainEnvironment):
             raise ToolError(f"Invalid status {status!r}; expected 'pending' or 'completed'")
         task = self.store.writable("tasks", task_id)
         task["status"] = status
-        return task  # type: ignore[no-any-return]
+        return task
 
     @domain_tool()
     def transfer_to_human_agents(self, summary: str) -> str:
@@ -92,7 +92,7 @@ class MockEnvironment(DomainEnvironment):
         tasks = self.store.table("tasks")
         if task_id not in tasks:
             raise ToolError(f"Task {task_id} not found")
-        return tasks[task_id]["status"] == expected_status  # type: ignore[no-any-return]
+        return tasks[task_id]["status"] == expected_status
 
     # ----- user tools and env functions --------------------------------------------------
 
@@ -121,7 +121,7 @@ class MockEnvironment(DomainEnvironment):
             ToolError,
         )
         self._user().put("notifications", notification_id, record)
-        return record  # type: ignore[no-any-return]
+        return record
 
     @env_function("user")
     def assert_notification_status(self, notification_id: str, expected_status: str) -> bool:
@@ -129,7 +129,7 @@ class MockEnvironment(DomainEnvironment):
         inbox = self._inbox()
         if notification_id not in inbox:
             raise ToolError(f"Notification {notification_id} not found")
-        return inbox[notification_id]["status"] == expected_status  # type: ignore[no-any-return]
+        return inbox[notification_id]["status"] == expected_status
 
     def _user(self) -> TableStore:
         if self.user_store is None:

@@ -30,31 +30,31 @@ class RetailEnvironment(GenericTools, DomainEnvironment):
         orders = self.store.table("orders")
         if not isinstance(order_id, str) or order_id not in orders:
             raise ToolError("Order not found")
-        return orders[order_id]  # type: ignore[no-any-return]
+        return orders[order_id]
 
     def _user(self, user_id: Any) -> dict[str, Any]:
         users = self.store.table("users")
         if not isinstance(user_id, str) or user_id not in users:
             raise ToolError("User not found")
-        return users[user_id]  # type: ignore[no-any-return]
+        return users[user_id]
 
     def _product(self, product_id: Any) -> dict[str, Any]:
         products = self.store.table("products")
         if not isinstance(product_id, str) or product_id not in products:
             raise ToolError("Product not found")
-        return products[product_id]  # type: ignore[no-any-return]
+        return products[product_id]
 
     def _variant(self, product_id: str, item_id: Any) -> dict[str, Any]:
         variants = self._product(product_id)["variants"]
         if not isinstance(item_id, str) or item_id not in variants:
             raise ToolError("Variant not found")
-        return variants[item_id]  # type: ignore[no-any-return]
+        return variants[item_id]
 
     def _payment_method(self, user_id: str, payment_method_id: Any) -> dict[str, Any]:
         methods = self._user(user_id)["payment_methods"]
         if not isinstance(payment_method_id, str) or payment_method_id not in methods:
             raise ToolError("Payment method not found")
-        return methods[payment_method_id]  # type: ignore[no-any-return]
+        return methods[payment_method_id]
 
     def _add_to_gift_card(self, user_id: str, payment_method_id: str, delta: float) -> None:
         card = self.store.writable("users", user_id)["payment_methods"][payment_method_id]
@@ -82,7 +82,7 @@ class RetailEnvironment(GenericTools, DomainEnvironment):
                 and fold(name["last_name"]) == last
                 and user["address"]["zip"] == zip
             ):
-                return user_id  # type: ignore[no-any-return]
+                return user_id
         raise ToolError("User not found")
 
     @domain_tool()
@@ -92,7 +92,7 @@ class RetailEnvironment(GenericTools, DomainEnvironment):
             wanted = fold(email)
             for user_id, user in self.store.table("users").items():
                 if fold(user["email"]) == wanted:
-                    return user_id  # type: ignore[no-any-return]
+                    return user_id
         raise ToolError("User not found")
 
     @domain_tool()
@@ -111,7 +111,7 @@ class RetailEnvironment(GenericTools, DomainEnvironment):
         if isinstance(item_id, str):
             for product in self.store.table("products").values():
                 if item_id in product["variants"]:
-                    return product["variants"][item_id]  # type: ignore[no-any-return]
+                    return product["variants"][item_id]
         raise ToolError("Item not found")
 
     @domain_tool()
@@ -307,7 +307,7 @@ class RetailEnvironment(GenericTools, DomainEnvironment):
         address = _address(address1, address2, city, state, country, zip)
         user = self.store.writable("users", user_id)
         user["address"] = address
-        return user  # type: ignore[no-any-return]
+        return user
 
     @domain_tool()
     def return_delivered_order_items(

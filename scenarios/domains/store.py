@@ -101,7 +101,7 @@ class TableStore:
 
     def table(self, name: str) -> dict[str, Any]:
         """The live records of a table (read-only by convention)."""
-        return self.data[name]  # type: ignore[no-any-return]
+        return self.data[name]
 
     def writable(self, table: str, key: str) -> Any:
         """The record table[key], made private to this store so it may be changed in place."""
@@ -124,7 +124,7 @@ class TableStore:
 
     def dump(self) -> dict[str, Any]:
         """A private deep copy of the live state (the canonical dump)."""
-        return json_clone(self.data)  # type: ignore[no-any-return]
+        return json_clone(self.data)
 
     def canonical_hash(self) -> str:
         """Canonical hash of the live state; equals canonical_hash(self.dump())."""

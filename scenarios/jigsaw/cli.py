@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.errors import UserFacingError
+
+if TYPE_CHECKING:
+    from tools.sandbox_bwrap import OsLayer
 
 
 def _level(text: str) -> int | None:
@@ -70,11 +73,11 @@ def _config(args: argparse.Namespace) -> Any:
         raise UserFacingError(f"invalid puzzle settings: {problems}") from None
 
 
-def _sandbox(os_layer: str) -> tuple[Any, list[str], str]:
+def _sandbox(os_layer: OsLayer) -> tuple[Any, list[str], str]:
     """The sandbox limits for an episode, and the layers (and OS-layer note) they give here."""
     from tools.sandbox import SandboxError, SandboxLimits, sandbox_layers
 
-    limits = SandboxLimits(cpu_s=5.0, wall_s=10.0, memory_mb=256, os_layer=os_layer)  # type: ignore[arg-type]
+    limits = SandboxLimits(cpu_s=5.0, wall_s=10.0, memory_mb=256, os_layer=os_layer)
     try:
         layers, note = sandbox_layers(limits)
     except SandboxError as exc:

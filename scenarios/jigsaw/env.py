@@ -47,17 +47,17 @@ class JigsawConfig(BaseModel):
 
     image: str = "astronaut"
     """A bundled photo name (astronaut, chelsea, coffee, rocket, hubble_deep_field, ...) or an image file path."""
-    grid: int = Field(3, ge=2, le=8)
+    grid: int = Field(default=3, ge=2, le=8)
     """n for an n×n grid."""
     level: int | None = None
     """How many pieces start in place (0 to n²−2); None shuffles uniformly among unsolved orders."""
     seed: int = 0
     """Seed of the shuffle, the piece labels and the window."""
-    max_turns: int = Field(10, ge=1, le=10_000)
+    max_turns: int = Field(default=10, ge=1, le=10_000)
     """Turn limit; the episode ends when it is reached."""
-    window: float = Field(1.0, ge=0.1, le=1.0)
+    window: float = Field(default=1.0, ge=0.1, le=1.0)
     """Side fraction of a seeded random window of the photo to cut (1.0: the whole photo)."""
-    max_side: int = Field(512, ge=32, le=4096)
+    max_side: int = Field(default=512, ge=32, le=4096)
     """The photo is downscaled so that its longer side is at most this many pixels."""
     hints: bool = True
     """Add edge-compatibility hints to the text observation."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from agent.events import StreamEvent
 from agent.ledger import CostLedger
@@ -22,6 +22,7 @@ from agent.messages import Message, ModelSettings, Usage
 from agent.models import Model
 from agent.modes import StepLimits
 from agent.runtime import Agent, RunResult
+from agent.terminations import Termination
 from scenarios.jigsaw.env import EpisodeResult, JigsawEnv
 from scenarios.jigsaw.observe import Observation
 from scenarios.jigsaw.toolkit import ENVIRONMENT_DONE, jigsaw_toolkit
@@ -58,7 +59,7 @@ class EpisodeRun:
 
     result: EpisodeResult
     """Environment metrics (solved, score, steps, reward) at the end."""
-    termination: str
+    termination: Termination | Literal["not_finished"]
     """environment_done when the episode ended; else the last turn's (model_error, max_steps,
     too_many_errors, ...), or not_finished when the caller's turn budget ran out first."""
     thread_id: str

@@ -6,9 +6,15 @@ the host replays on the real puzzle: swaps move pieces, images are rendered by t
 ends the episode. The host re-sends the true state before each step, so the copy kept here is
 only what the agent's code sees.
 """
-# ruff: noqa: F821 -- `emit` and `user_namespace` are bound by the sandbox worker.
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    # What the worker binds before running this file (tools/sandbox_worker.py, Worker.host).
+    def emit(event: Any) -> None: ...
+    def user_namespace() -> dict[str, Any]: ...
 
 EXPORTS = ["swap", "observation", "crop", "zoom", "answer"]
 _MAX_ZOOM = 4.0
@@ -70,8 +76,9 @@ def swap(i: int, j: int) -> None:
     i, j = _position(i, "i"), _position(j, "j")
     state = _puzzle["state"]
     state[i], state[j] = state[j], state[i]
-    view = _puzzle["view"]
-    if view is user_namespace().get("state") and len(view) == len(state):
+    # The agent's copy follows only while it is still the list observation() gave it.
+    view = user_namespace().get("state")
+    if view is _puzzle["view"] and view is not None and len(view) == len(state):
         view[i], view[j] = view[j], view[i]
     emit({"op": "swap", "i": i, "j": j})
 

@@ -24,10 +24,11 @@ from agent.planted_reasoning import PLANTED
 from scenarios.grading import RewardBreakdown
 from scenarios.orchestrator import Episode, RunOptions, script_model
 from scenarios.scenario import Scenario
-from scenarios.trajectory import Trajectory, TrajectoryMessage, TurnMetrics
+from scenarios.trajectory import Source, Trajectory, TrajectoryMessage, TurnMetrics
 
 FINAL_IMAGE_SIDE = 256
 """Longest side, in pixels, of the final arrangement kept in the trajectory (and the report)."""
+_SOURCES: dict[str, Source] = {"user": "user", "assistant": "agent", "tool": "tool"}
 
 
 def _model_for(scenario: Scenario, options: RunOptions, env: Any) -> Model:
@@ -82,10 +83,8 @@ async def run_jigsaw_scenario(scenario: Scenario, options: RunOptions, trial: in
         env.close()
     for turn, r in enumerate(run.runs):
         for m in r.messages:
-            source = {"user": "user", "assistant": "agent", "tool": "tool"}.get(m.role, "agent")
-            if m.metadata.get(PLANTED):
-                source = "intervention"
-            trajectory.messages.append(TrajectoryMessage(**_text_only(m).model_dump(), turn=turn, source=source))  # type: ignore[arg-type]
+            source = "intervention" if m.metadata.get(PLANTED) else _SOURCES.get(m.role, "agent")
+            trajectory.messages.append(TrajectoryMessage(**_text_only(m).model_dump(), turn=turn, source=source))
         trajectory.turns.append(TurnMetrics(
             turn=turn,
             agent_messages=sum(1 for m in r.messages if m.role == "assistant"),
@@ -98,7 +97,7 @@ async def run_jigsaw_scenario(scenario: Scenario, options: RunOptions, trial: in
     ledger = run.ledger
     trajectory.agent_usage = ledger.summary()
     trajectory.cost_by_label = {k: round(v, 8) for k, v in ledger.by_label().items()}
-    trajectory.termination = run.termination if run.termination != "not_finished" else "max_steps"  # type: ignore[assignment]
+    trajectory.termination = run.termination if run.termination != "not_finished" else "max_steps"
     trajectory.termination_detail = run.error
     trajectory.score = run.result.score
     trajectory.environment = {

@@ -9,6 +9,8 @@ ends the episode (answer() or the turn limit) ends the agent's turn with the ter
 
 from __future__ import annotations
 
+from typing import Final
+
 from scenarios.jigsaw.actions import CodeAction
 from scenarios.jigsaw.env import JigsawEnv
 from scenarios.jigsaw.observe import Observation
@@ -17,7 +19,7 @@ from tools.execute import ToolOutput
 from tools.registry import Toolkit
 from tools.tool import Tool, ToolKind, tool
 
-ENVIRONMENT_DONE = "environment_done"
+ENVIRONMENT_DONE: Final = "environment_done"
 """The termination of the turn in which the episode ended."""
 
 _DESCRIPTION = (
@@ -53,8 +55,8 @@ def jigsaw_tool(env: JigsawEnv, *, vision: bool = False, name: str = "python") -
 
     limits = env.sandbox_limits
     # WRITE: each call changes the puzzle, so calls run one at a time and are journaled.
-    built = tool(python, name=name, description=_DESCRIPTION, kind=ToolKind.WRITE,
-                 timeout_s=limits.wall_s + limits.startup_s + 5)
+    built = tool(name=name, description=_DESCRIPTION, kind=ToolKind.WRITE,
+                 timeout_s=limits.wall_s + limits.startup_s + 5)(python)
     built.metadata["jigsaw_env"] = env
     return built
 

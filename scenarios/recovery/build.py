@@ -25,10 +25,13 @@ import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interventions.error_map import SEEN, UNSEEN  # noqa: F401  (UNSEEN re-exported for the recovery report)
 from scenarios.scenario import Scenario
+
+if TYPE_CHECKING:
+    from scenarios.users.error_templates import ErrorContext
 
 ERROR_ORDER = ("vague_reference", "ambiguous_interpretation", "contradiction",
                "unsupported_operation", "unsupported_parameter", "unsupported_domain")
@@ -60,7 +63,7 @@ def _task_user(task: Scenario, db: dict[str, Any], found: str | None) -> str | N
     users = db.get("users", {})
     if found in users:
         return found
-    instructions = task.user.instructions  # type: ignore[union-attr]
+    instructions = task.simulated_user().instructions
     text = " ".join(str(v) for v in instructions.model_dump().values() if v) if hasattr(instructions, "model_dump") else str(instructions)
     named = [uid for uid, u in users.items() if f"{u['name']['first_name']} {u['name']['last_name']}" in text]
     exact = [uid for uid in named if str(users[uid].get("address", {}).get("zip", "")) in text]
@@ -80,7 +83,7 @@ def _identity(domain: str, db: dict[str, Any], user_id: str | None) -> str:
 def _request(task_scenario: Scenario) -> str:
     from interventions.turn_dataset import request_sentences
 
-    instructions = task_scenario.user.instructions  # type: ignore[union-attr]
+    instructions = task_scenario.simulated_user().instructions
     reason = getattr(instructions, "reason_for_call", "") or str(instructions)
     return " ".join(request_sentences(reason)[:2])
 
@@ -155,8 +158,8 @@ def _dialogue(domain: str, db: dict[str, Any], user_id: str, record_id: str | No
     return _Dialogue(lead=[f"{identity} {ask}"], lead_script=[*steps, {"say": f"{answer} Is there anything else I can do?"}])
 
 
-def _record_of(domain: str, ctx: Any) -> str | None:
-    return ctx.first("reservations" if domain == "airline" else "orders")  # type: ignore[no-any-return]
+def _record_of(domain: str, ctx: ErrorContext) -> str | None:
+    return ctx.first("reservations" if domain == "airline" else "orders")
 
 
 def build_recovery_suite(

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scenarios.routing_tasks.task import TASKS_PATH, Grader, RoutingTask, write_tasks
+from scenarios.routing_tasks.task import TASKS_PATH, Grader, Kind, RoutingTask, Split, write_tasks
 
 SEED = 20250601
 STYLES: dict[str, Callable[[str], str]] = {
@@ -32,12 +32,12 @@ STYLES: dict[str, Callable[[str], str]] = {
     "relay": lambda q: f'My colleague asked me this and I promised to get back to them: "{q}"',
 }
 """Phrasing styles; every kind is written in all of them."""
-SPLIT_SHARES = (("train", 0.6), ("validation", 0.2), ("test", 0.2))
+SPLIT_SHARES: tuple[tuple[Split, float], ...] = (("train", 0.6), ("validation", 0.2), ("test", 0.2))
 CC_BY_SA = "CC BY-SA 4.0"
 CC_BY = "CC BY 4.0"
 
 
-def split_of(source_item: str) -> str:
+def split_of(source_item: str) -> Split:
     """The split of a source item: a stable hash, so all tasks of one item share a split."""
     x = int(hashlib.sha256(f"{SEED}:{source_item}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
     total = 0.0
@@ -54,15 +54,15 @@ class _Builder:
         self.tasks: list[RoutingTask] = []
         self.counts: dict[str, int] = {}
 
-    def add(self, family: str, kind: str, text: str, grader: Grader, *, tools: tuple[str, ...] = (),
+    def add(self, family: str, kind: Kind, text: str, grader: Grader, *, tools: tuple[str, ...] = (),
             source: str = "generated", source_item: str, source_id: str = "", licence: str = "MIT",
             extra: dict[str, Any] | None = None) -> None:
         self.counts[family] = self.counts.get(family, 0) + 1
         style = self.rng.choice(sorted(STYLES))
         self.tasks.append(RoutingTask(
-            id=f"{family}-{self.counts[family]:04d}", query=STYLES[style](text), kind=kind,  # type: ignore[arg-type]
+            id=f"{family}-{self.counts[family]:04d}", query=STYLES[style](text), kind=kind,
             family=family, style=style, grader=grader, tools=tools, source=source, source_item=source_item,
-            source_id=source_id or source_item, split=split_of(source_item), licence=licence,  # type: ignore[arg-type]
+            source_id=source_id or source_item, split=split_of(source_item), licence=licence,
             extra={"text": text, **(extra or {})},
         ))
 
@@ -175,8 +175,8 @@ def _generated(b: _Builder, n_convert: int, n_format: int, n_arith: int, n_logic
         else:
             b.add("format", "instant", f"Reply with exactly the word {w} followed by an exclamation mark, nothing else.",
                   Grader("exact", f"{w}!"), source_item=f"gen:format:{i}")
-    for i, (q, a, aliases) in enumerate(_CHAT):
-        b.add("chat", "instant", q, Grader("text", a, aliases), source_item=f"gen:chat:{i}")
+    for i, (q, reply, aliases) in enumerate(_CHAT):
+        b.add("chat", "instant", q, Grader("text", reply, aliases), source_item=f"gen:chat:{i}")
     for i in range(n_arith):
         a, c, d = rng.randint(12, 90), rng.randint(3, 9), rng.randint(2, 6)
         price, left = rng.randint(3, 15), rng.randint(1, 9)

@@ -25,7 +25,7 @@ from pathlib import Path
 from agent.messages import ModelSettings
 from agent.models import CassetteModel, Model, resolve_model
 from agent.modes import A2FM_MODES, StepLimits
-from agent.plugin_api import MODES
+from agent.plugin_api import MODES, Mode
 from agent.routing.oracle import ModeRun, OracleRow, oracle_label
 from scenarios.routing_tasks.graders import grade
 from scenarios.routing_tasks.task import RoutingTask, load_tasks
@@ -71,7 +71,7 @@ def task_tools(task: RoutingTask, graph_dir: str | None = None) -> list[Tool] | 
     return out
 
 
-async def run_mode(model: Model, task: RoutingTask, mode: str, tools: list[Tool], settings: LabelSettings) -> ModeRun:
+async def run_mode(model: Model, task: RoutingTask, mode: Mode, tools: list[Tool], settings: LabelSettings) -> ModeRun:
     """One task in one mode, as one agent turn, graded."""
     from agent.runtime import Agent
 
@@ -80,7 +80,7 @@ async def run_mode(model: Model, task: RoutingTask, mode: str, tools: list[Tool]
                   checkpointer="memory")
     started = time.perf_counter()
     try:
-        result = await agent.ainvoke(task.query, mode=mode)  # type: ignore[arg-type]
+        result = await agent.ainvoke(task.query, mode=mode)
     finally:
         await agent.aclose()
     usage = result.ledger.usage
@@ -101,7 +101,7 @@ async def label_tasks(model: Model, tasks: Sequence[RoutingTask], settings: Labe
         if tools is None:
             skipped.append(task.id)
             continue
-        runs = {m: await run_mode(model, task, m, tools, settings) for m in MODES}
+        runs: dict[str, ModeRun] = {m: await run_mode(model, task, m, tools, settings) for m in MODES}
         rows.append(OracleRow(
             id=task.id, query=task.query, model=model_name or model.name, runs=runs, split=task.split,
             oracle=oracle_label(runs),

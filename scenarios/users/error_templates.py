@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scenarios.scenario import Scenario
+from scenarios.scenario import Scenario, ScriptedUserConfig
 from scenarios.tau2_tasks import StructuredInstructions
 
 _TOKEN = re.compile(r"#?[A-Za-z0-9_]+")
@@ -88,7 +88,7 @@ def build_context(scenario: Scenario, db: Mapping[str, Any] | None, writes: Iter
             found = _unique(t for t in tokens if t in records)
             if found:
                 ctx.mentioned[table] = found
-    users = db.get("users") if isinstance(db.get("users"), Mapping) else {}
+    users = _table(db, "users")
     action_users = [a.arguments.get("user_id") for a in actions if isinstance(a.arguments.get("user_id"), str)]
     ctx.user_id = next((u for u in [*action_users, *ctx.mentioned.get("users", [])] if u in users), None)
     user = users.get(ctx.user_id) if ctx.user_id else None
@@ -99,13 +99,13 @@ def build_context(scenario: Scenario, db: Mapping[str, Any] | None, writes: Iter
         address = user.get("address")
         if isinstance(address, Mapping) and isinstance(address.get("city"), str):
             ctx.city = address["city"]
-    orders = db.get("orders") if isinstance(db.get("orders"), Mapping) else {}
+    orders = _table(db, "orders")
     for oid in ctx.mentioned.get("orders", []) + ctx.owned.get("orders", []):
         for item in orders.get(oid, {}).get("items", []):
             if isinstance(item, Mapping) and isinstance(item.get("name"), str):
                 ctx.item_names.append(item["name"])
     ctx.item_names = _unique(ctx.item_names)
-    reservations = db.get("reservations") if isinstance(db.get("reservations"), Mapping) else {}
+    reservations = _table(db, "reservations")
     for rid in ctx.mentioned.get("reservations", []) + ctx.owned.get("reservations", []):
         r = reservations.get(rid, {})
         ctx.airports += [r[k] for k in ("origin", "destination") if isinstance(r.get(k), str)]
@@ -195,12 +195,18 @@ def _fillable(template: str, extra: list[str], values: Mapping[str, str]) -> boo
 
 def _user_text(scenario: Scenario) -> str:
     user = scenario.user
-    if getattr(user, "type", "") == "scripted":
-        return " ".join(t.say for t in user.turns)  # type: ignore[union-attr]
-    instructions = user.instructions  # type: ignore[union-attr]
+    if isinstance(user, ScriptedUserConfig):
+        return " ".join(t.say for t in user.turns)
+    instructions = scenario.simulated_user().instructions
     if isinstance(instructions, StructuredInstructions):
         return " ".join(str(v) for v in instructions.model_dump().values() if v)
     return str(instructions)
+
+
+def _table(db: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """A table of the database ({} when it has none, or holds something else under that name)."""
+    table = db.get(name)
+    return table if isinstance(table, Mapping) else {}
 
 
 def _unique(items: Iterable[str]) -> list[str]:

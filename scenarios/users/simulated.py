@@ -45,7 +45,7 @@ def format_instructions(instructions: str | StructuredInstructions) -> str:
     """The scenario text shown to the simulator."""
     if isinstance(instructions, str):
         return instructions.strip()
-    parts = [("Reason for your call", instructions.reason_for_call)]
+    parts: list[tuple[str, str | None]] = [("Reason for your call", instructions.reason_for_call)]
     parts += [("What you know", instructions.known_info), ("What you do not know", instructions.unknown_info)]
     parts += [("How to behave", instructions.task_instructions)]
     return "\n\n".join(f"{title}:\n{text.strip()}" for title, text in parts if text and text.strip() not in ("", "."))
