@@ -81,7 +81,7 @@ async def open_checkpointer(spec: Any, stack: contextlib.AsyncExitStack) -> Any:
             raise UserFacingError(
                 "Postgres checkpointing needs the postgres extra: pip install 'rein-runtime[postgres]'"
             ) from None
-        saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(where.target))
+        saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(where.target or ""))
         await saver.setup()
         return saver
     return await _open_sqlite(Path(where.target or ""), stack)

@@ -12,10 +12,15 @@ Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error"]
 
 
+def new_call_id() -> str:
+    """A fresh tool-call id, for calls whose server gave none."""
+    return f"call_{uuid.uuid4().hex[:16]}"
+
+
 class ToolCall(BaseModel):
     """A tool call made by the model."""
 
-    id: str = Field(default_factory=lambda: f"call_{uuid.uuid4().hex[:16]}")
+    id: str = Field(default_factory=new_call_id)
     """Id that the answering tool message refers to."""
     name: str
     """Name of the tool called."""

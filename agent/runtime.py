@@ -7,7 +7,7 @@ import contextlib
 import queue
 import threading
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -235,7 +235,7 @@ class Agent:
         collect: RunResult | None,
         *,
         quiet: bool,
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         graph = await self._graph_for_loop()
         thread_id = thread_id or uuid.uuid4().hex
         async with self._thread_leases().hold(thread_id, self.thread_wait_s) as hold:

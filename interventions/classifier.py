@@ -20,6 +20,13 @@ from agent.softmax import Layer, fit_adam, forward, softmax
 FORMAT = "rein-turn-classifier/1"
 
 
+def write_arrays(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write named arrays as a compressed .npz (no pickles), the format of the detector files."""
+    named: dict[str, Any] = arrays  # numpy's stub would read a key as its allow_pickle flag
+    with Path(path).open("wb") as f:
+        np.savez_compressed(f, **named)
+
+
 @dataclass
 class TurnClassifier:
     """Label probabilities for feature rows: softmax(relu(X W1 + b1) W2 + b2), or softmax(X W + b)."""
@@ -53,8 +60,7 @@ class TurnClassifier:
         for i, (w, b) in enumerate(self.layers):
             arrays[f"w{i}"] = w.astype(np.float32)
             arrays[f"b{i}"] = b.astype(np.float32)
-        with Path(path).open("wb") as f:
-            np.savez_compressed(f, **arrays)
+        write_arrays(path, arrays)
 
     @classmethod
     def load(cls, path: str | Path) -> TurnClassifier:

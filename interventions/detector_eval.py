@@ -262,11 +262,11 @@ def llm_predictions(rows: Sequence[ContextTurn], domains: dict[str, str], model:
     emap = load_error_map()
     detector = LLMDetector(emap, resolve_model(model))
     # The detector runs outside an agent here, so it always has its own model (never ctx.model).
-    llm = detector.model_for(None)  # type: ignore[arg-type]
+    llm = detector.model_for(None)
     schemas = {d: load_toolkit(d).schemas() for d in sorted(set(domains.values()))}
     out = []
     for i, r in enumerate(rows):
-        dialogue = [Message(role=role, content=text) for role, text in (*r.history, ("user", r.text))]  # type: ignore[arg-type]
+        dialogue = [Message.model_validate({"role": role, "content": text}) for role, text in (*r.history, ("user", r.text))]
         ledger = CostLedger()
         ctx = InterventionContext(dialogue=dialogue, tools=schemas[domains[r.dialogue]], turn=r.index,
                                   model=llm, ledger=ledger)

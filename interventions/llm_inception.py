@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+from agent.errors import UserFacingError
 from agent.messages import Message, ModelRequest, ModelSettings
 from agent.models.base import Model
 from agent.plugin_api import InterventionContext
@@ -131,13 +132,17 @@ class LLMDetector:
         self._model_spec = model
         self._model: Model | None = model if isinstance(model, Model) else None
 
-    def model_for(self, ctx: InterventionContext) -> Model:
-        """The model that diagnoses: the configured one, else the agent's."""
+    def model_for(self, ctx: InterventionContext | None) -> Model:
+        """The model that diagnoses: the configured one, else the agent's (ctx None: outside an agent)."""
         if self._model is None and isinstance(self._model_spec, str):
             from agent.models import resolve_model
 
             self._model = resolve_model(self._model_spec)
-        return self._model or ctx.model
+        if self._model is not None:
+            return self._model
+        if ctx is None:
+            raise UserFacingError("the LLM detector was given no model, and there is no agent's model to use")
+        return ctx.model
 
     async def detect(self, ctx: InterventionContext, labels: list[str]) -> Detection:
         if not ctx.dialogue or ctx.dialogue[-1].role != "user" or not labels:

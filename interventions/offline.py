@@ -165,7 +165,7 @@ def dialogue_history(ctx: InterventionContext) -> tuple[str, list[tuple[str, str
     dialogue = ctx.dialogue
     if not dialogue or dialogue[-1].role != "user":
         return "", []
-    history = [(m.role, m.text) for m in dialogue[:-1] if m.role in ("user", "assistant") and m.text.strip()]
+    history: list[tuple[str, str]] = [(m.role, m.text) for m in dialogue[:-1] if m.role in ("user", "assistant") and m.text.strip()]
     return dialogue[-1].text, history
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from agent.errors import UserFacingError
+from interventions.classifier import write_arrays
 
 FORMAT = "rein-pair-encoder/1"
 MAX_TOKENS = 128
@@ -209,8 +210,7 @@ class PairEncoder:
             "head_b": self.head[1].astype(np.float32),
         }
         arrays |= {f"layer.{k}": v.astype(np.float16) for k, v in self.layer_state.items()}
-        with Path(path).open("wb") as f:
-            np.savez_compressed(f, **arrays)
+        write_arrays(path, arrays)
 
     @classmethod
     def load(cls, path: str | Path) -> PairEncoder:

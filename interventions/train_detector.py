@@ -152,8 +152,8 @@ def train(data_root: Path, dataset: Path, out: Path, seed: int, rebuild: bool) -
 
     for blocks, hidden in CANDIDATES:
         cols = _columns(blocks)
-        clf = train_classifier(x_fit[:, cols], y_fit, names, ClassifierTrainConfig(hidden=hidden, l2=L2, epochs=EPOCHS, seed=seed))
-        judge({"features": list(blocks), "hidden": hidden}, clf.predict_proba(x_val[:, cols]), clf)
+        linear = train_classifier(x_fit[:, cols], y_fit, names, ClassifierTrainConfig(hidden=hidden, l2=L2, epochs=EPOCHS, seed=seed))
+        judge({"features": list(blocks), "hidden": hidden}, linear.predict_proba(x_val[:, cols]), linear)
     # Rows without a request are never flagged (p_error 0), so the encoders skip them on validation.
     asked = [i for i, r in enumerate(val_rows) if request_part(r.text)]
     cache: dict[int, list[object]] = {}

@@ -13,6 +13,7 @@ training. Rows mixing a train task with a held-out template, or the reverse, are
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -65,11 +66,15 @@ _OBJECT_BEFORE = re.compile(r"\b(to|for|with|at|from|give|gives|tell|tells|told|
 _SKIP = re.compile(r"\bagent\b|^if\b|\bmake sure\b|\bdo not want to (reveal|mention)|\bdon't want to (reveal|mention)|\(|\bsay\b", re.I)
 
 
+def _keep_replacement(replacement: str, match: re.Match[str]) -> str:
+    return _keep_case(match.group(0), replacement)
+
+
 def to_first_person(text: str) -> str:
     """Rewrite a task sentence from "you" (instructions to the simulated user) to "I"."""
     out = _OBJECT_BEFORE.sub(lambda m: f"{m.group(1)} me", text)
     for pattern, repl in _PERSON:
-        out = re.sub(pattern, lambda m, r=repl: _keep_case(m.group(0), r), out, flags=re.I)
+        out = re.sub(pattern, functools.partial(_keep_replacement, repl), out, flags=re.I)
     out = re.sub(r"\byou\b", lambda m: _keep_case(m.group(0), "I"), out, flags=re.I)
     out = re.sub(r"\bI am name is\b", "my name is", out)
     return " ".join(out.split())
@@ -213,7 +218,7 @@ def load_templates(path: Path = TEMPLATES_PATH) -> dict[str, dict[str, list[dict
 
 def held_out_templates(templates: dict[str, dict[str, list[dict[str, str]]]]) -> set[str]:
     """Template ids kept for the held-out split: about a third of each (domain, label) list, by hash."""
-    held = set()
+    held: set[str] = set()
     for labels in templates.values():
         for rows in labels.values():
             ranked = sorted(rows, key=lambda r: hashlib.sha1(r["id"].encode()).hexdigest())

@@ -61,7 +61,10 @@ class LocalModelSpec:
         return len(self.distributions) == 1
 
 
-def parted_spec(name: str, package: str, parts: int, version: str, **fields: str | int) -> LocalModelSpec:
+def parted_spec(
+    name: str, package: str, parts: int, version: str, *,
+    filename: str, sha256: str, size: int, description: str, extra: str,
+) -> LocalModelSpec:
     """The spec of weights split over the distributions `<package>1` … `<package><parts>` (each
     holding one `data/part*.bin`), all at version, joined in that order."""
     distributions = tuple(f"{package}{i}" for i in range(1, parts + 1))
@@ -71,7 +74,11 @@ def parted_spec(name: str, package: str, parts: int, version: str, **fields: str
         part_pattern="*/data/part*.bin",
         pip_spec=" ".join(f"{d}=={version}" for d in distributions),
         license="Apache-2.0",
-        **fields,  # type: ignore[arg-type]
+        filename=filename,
+        sha256=sha256,
+        size=size,
+        description=description,
+        extra=extra,
     )
 
 

@@ -29,7 +29,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -334,7 +334,7 @@ class LocalModel(Model):
             async for item in items:
                 yield item
 
-    async def _run(self, request: ModelRequest, *, stream: bool) -> AsyncIterator[StreamItem]:
+    async def _run(self, request: ModelRequest, *, stream: bool) -> AsyncGenerator[StreamItem, None]:
         loaded = await asyncio.to_thread(self.load)
         try:
             plan = build_plan(request, self.tool_protocol)

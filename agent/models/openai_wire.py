@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.messages import FinishReason, Message, ModelResponse, ToolCall, Usage
+from agent.messages import FinishReason, Message, ModelResponse, ToolCall, Usage, new_call_id
 from agent.models.toolcall_parse import parse_tagged_calls, parse_turn
 
 _FINISH: dict[str, FinishReason] = {
@@ -154,7 +154,7 @@ def response_from_completion(
     text, reasoning = split_think(message.content or "")
     reasoning = reasoning_of(message) or reasoning
     calls = [
-        ToolCall(id=tc.id or ToolCall().id, name=tc.function.name, arguments=tc.function.arguments or "{}")
+        ToolCall(id=tc.id or new_call_id(), name=tc.function.name, arguments=tc.function.arguments or "{}")
         for tc in (message.tool_calls or [])
         if getattr(tc, "function", None) is not None
     ]
@@ -291,7 +291,7 @@ class StreamAccumulator:
         """The final response."""
         text = "".join(self.text)
         calls = [
-            ToolCall(id=c.id or ToolCall().id, name=c.name, arguments="".join(c.arguments) or "{}")
+            ToolCall(id=c.id or new_call_id(), name=c.name, arguments="".join(c.arguments) or "{}")
             for _, c in sorted(self.calls.items())
             if c.name
         ]

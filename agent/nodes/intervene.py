@@ -56,7 +56,9 @@ async def _run(intervention: Intervention, ctx: InterventionContext, turn: int) 
     with tracing.intervention(intervention.name, turn) as span:
         plant = await intervention.before_turn(ctx)
         if span is not None:
-            tracing.intervened(span, plant and plant.text, plant and plant.via, plant.record if plant else {})
+            tracing.intervened(
+                span, plant.text if plant else None, plant.via if plant else None, plant.record if plant else {}
+            )
     record = {
         "name": intervention.name,
         "turn": turn,

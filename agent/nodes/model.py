@@ -47,12 +47,12 @@ class ModelNode:
         turn = state["turn"]
         mode = turn.get("mode") or "agentic"
         steps = turn.get("steps", 0)
-        limit = deps.step_limits.for_mode(mode)  # type: ignore[arg-type]
+        limit = deps.step_limits.for_mode(mode)
         if steps >= limit:
             return with_turn(state, termination="max_steps")
         history = deps.history(state, config)
         step = mode_step(
-            mode,  # type: ignore[arg-type]
+            mode,
             history, self.schemas, deps.settings,
             system=_system(deps.system_prompt, turn), step=steps, limit=limit, config=deps.mode_config,
         )

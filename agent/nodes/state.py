@@ -13,7 +13,7 @@ from langgraph.config import get_stream_writer
 from agent.ledger import CostLedger, Price, PriceTable
 from agent.messages import Message, ModelSettings
 from agent.models import base as model_base
-from agent.modes import PLAIN_AGENTIC, ModeConfig, StepLimits
+from agent.modes import PLAIN_AGENTIC, Mode, ModeConfig, StepLimits
 from agent.nodes.history import HistoryMemo
 from agent.planted_reasoning import surface_dialogue
 from agent.plugin_api import FixedMode, Intervention, InterventionContext, ModePolicy
@@ -25,7 +25,7 @@ class TurnState(TypedDict, total=False):
     """Bookkeeping of the current user turn, replaced as a whole by each node (one channel keeps
     checkpoints cheap)."""
 
-    mode: str | None
+    mode: Mode | None
     mode_reason: str
     mode_scores: dict[str, float]
     steps: int
@@ -128,7 +128,7 @@ class GraphDeps:
         return self._history.messages(cfg(config, "thread_id"), state["messages"])
 
 
-def new_turn(mode: str | None = None, reason: str = "") -> TurnState:
+def new_turn(mode: Mode | None = None, reason: str = "") -> TurnState:
     """The bookkeeping a user turn starts from, sent with the user's message; the mode is set when
     it is known before the turn starts (forced, or a fixed policy)."""
     return TurnState(
