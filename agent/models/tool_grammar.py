@@ -227,20 +227,9 @@ def actions_prompt(tools: Sequence[dict[str, Any]], *, require_tool: bool = Fals
             f"{respond} to answer the user. A tool call is written\n{call}\n"
             f"and an answer is written\nAction: {respond}\n<your answer to the user>"
         )
-    return f"You can use these tools:\n{listing}\n\n{how}\n\n{ACT_FIRST}\n{FAILED_CALL_RULE}"
+    return (
+        f"You can use these tools:\n{listing}\n\n{how}\n\n"
+        "Call a tool when it can get information you do not have or do the work for you; "
+        f"after a tool result, use it to answer."
+    )
 
-
-ACT_FIRST = (
-    "Tell the user only what this conversation or a tool result says: when they ask about something "
-    "a tool can look up, call that tool first and answer from its result. Call a tool when it can do "
-    "the work for you; after a tool result, use it to answer or to make the next call."
-)
-"""The rule under the action protocol's format: small models otherwise answer questions about
-records (an order's status, say) from nothing, as the format's last example is an answer."""
-FAILED_CALL_RULE = (
-    "When a tool call of yours fails, the error is in your call, not in the user's request: call the "
-    "tool again with corrected arguments, or ask the user for what you need."
-)
-"""What to do after a failed call: small models otherwise take their own failed call for an error
-to report (report_internal_error on an error-free dialogue). In the system block, not after each
-failed result, where the 0.5B copied it into its reply (2 of 2 runs)."""
