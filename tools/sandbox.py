@@ -20,6 +20,7 @@ code's namespace; the host may call preamble functions before the code through `
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import contextlib
 import os
 import pickle
@@ -316,7 +317,10 @@ class SandboxSession:
             argv = [*bwrap_command(_bwrap_binary(), _WORKER), *python, WORKER_PATH]
         else:
             argv = [*python, str(_WORKER)]
-        proc = subprocess.Popen(
+        # bwrap's --die-with-parent kills the worker when the *thread* that started it ends, and
+        # sync tools run on short-lived threads: start every worker from one long-lived thread.
+        proc = _spawner().submit(
+            subprocess.Popen,
             argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -325,7 +329,7 @@ class SandboxSession:
             env={},
             close_fds=True,
             start_new_session=True,
-        )
+        ).result()
         self._proc = proc
         self._finalizer = weakref.finalize(self, _kill_process, proc)
         self.starts += 1
@@ -498,6 +502,21 @@ def _bwrap_binary() -> str:
     import shutil
 
     return shutil.which("bwrap") or "bwrap"
+
+
+_SPAWNER: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+_SPAWNER_LOCK = threading.Lock()
+
+
+def _spawner() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's one thread that starts sandbox workers; it lives until the interpreter exits."""
+    global _SPAWNER
+    with _SPAWNER_LOCK:
+        # A forked child has the executor but not its thread: it needs its own.
+        if _SPAWNER is None or _SPAWNER[0] != os.getpid():
+            executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rein-sandbox-spawn")
+            _SPAWNER = (os.getpid(), executor)
+        return _SPAWNER[1]
 
 
 def _kill_process(proc: subprocess.Popen[bytes]) -> None:
