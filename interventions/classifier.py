@@ -7,7 +7,9 @@ detector needs nothing beyond numpy at run time.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,19 @@ from agent.errors import UserFacingError
 from agent.softmax import Layer, fit_adam, forward, softmax
 
 FORMAT = "rein-turn-classifier/1"
+
+
+@contextlib.contextmanager
+def reading_arrays(path: str | Path, fmt: str, kind: str, short: str) -> Iterator[Any]:
+    """The arrays of an .npz written by write_arrays in format fmt; a clear error for a missing or
+    foreign file, and for a bad entry read inside the block ("not a rein KIND", "cannot read SHORT")."""
+    try:
+        with np.load(Path(path), allow_pickle=False) as data:
+            if "format" not in data or str(data["format"]) != fmt:
+                raise UserFacingError(f"{path}: not a rein {kind} ({fmt})")
+            yield data
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+        raise UserFacingError(f"cannot read {short} {path}: {exc}") from None
 
 
 def write_arrays(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
@@ -65,19 +80,14 @@ class TurnClassifier:
     @classmethod
     def load(cls, path: str | Path) -> TurnClassifier:
         """Read a classifier saved by save(); a clear error for anything else."""
-        try:
-            with np.load(Path(path), allow_pickle=False) as data:
-                if "format" not in data or str(data["format"]) != FORMAT:
-                    raise UserFacingError(f"{path}: not a rein turn classifier ({FORMAT})")
-                labels = [str(s) for s in data["labels"]]
-                meta = json.loads(str(data["meta"]))
-                layers = []
-                i = 0
-                while f"w{i}" in data:
-                    layers.append((data[f"w{i}"].astype(np.float32), data[f"b{i}"].astype(np.float32)))
-                    i += 1
-        except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
-            raise UserFacingError(f"cannot read classifier {path}: {exc}") from None
+        with reading_arrays(path, FORMAT, "turn classifier", "classifier") as data:
+            labels = [str(s) for s in data["labels"]]
+            meta = json.loads(str(data["meta"]))
+            layers = []
+            i = 0
+            while f"w{i}" in data:
+                layers.append((data[f"w{i}"].astype(np.float32), data[f"b{i}"].astype(np.float32)))
+                i += 1
         if not layers or layers[-1][0].shape[1] != len(labels):
             raise UserFacingError(f"{path}: layer shapes do not match its {len(labels)} labels")
         for (w, b), (w2, _) in zip(layers, layers[1:], strict=False):

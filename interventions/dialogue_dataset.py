@@ -25,12 +25,13 @@ import hashlib
 import json
 import random
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from interventions.jsonl_rows import read_rows, write_rows
 from interventions.turn_dataset import (
     _SUFFIXES,
     DATA_DIR,
@@ -305,20 +306,9 @@ def build_dialogues(data_root: Path, seed: int = 13) -> list[LabeledDialogue]:
 
 def write_dialogues(rows: list[LabeledDialogue], path: Path = DIALOGUES_PATH) -> None:
     """Write dialogues as JSON lines."""
-    with path.open("w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(asdict(r), ensure_ascii=False) + "\n")
+    write_rows(rows, path)
 
 
 def read_dialogues(path: Path = DIALOGUES_PATH) -> Iterator[LabeledDialogue]:
     """Read dialogues written by write_dialogues; a clear error names a bad line."""
-    from agent.errors import UserFacingError
-
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield LabeledDialogue(**json.loads(line))
-            except (json.JSONDecodeError, TypeError) as exc:
-                raise UserFacingError(f"{path}:{n}: not a labeled dialogue ({exc})") from None
+    return read_rows(path, LabeledDialogue, "a labeled dialogue")

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from agent.errors import UserFacingError
-from interventions.classifier import write_arrays
+from interventions.classifier import reading_arrays, write_arrays
 
 FORMAT = "rein-pair-encoder/1"
 MAX_TOKENS = 128
@@ -215,17 +215,12 @@ class PairEncoder:
     @classmethod
     def load(cls, path: str | Path) -> PairEncoder:
         """Read a pair encoder saved by save(); a clear error for anything else."""
-        try:
-            with np.load(Path(path), allow_pickle=False) as data:
-                if "format" not in data or str(data["format"]) != FORMAT:
-                    raise UserFacingError(f"{path}: not a rein pair encoder ({FORMAT})")
-                labels = [str(s) for s in data["labels"]]
-                state = {k[len("layer."):]: data[k] for k in data.files if k.startswith("layer.")}
-                head = (data["head_w"].astype(np.float32), data["head_b"].astype(np.float32))
-                enc = cls(labels=labels, tuned_layers=int(data["tuned_layers"]), layer_state=state,
-                          head=head, meta=json.loads(str(data["meta"])))
-        except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
-            raise UserFacingError(f"cannot read pair encoder {path}: {exc}") from None
+        with reading_arrays(path, FORMAT, "pair encoder", "pair encoder") as data:
+            labels = [str(s) for s in data["labels"]]
+            state = {k[len("layer."):]: data[k] for k in data.files if k.startswith("layer.")}
+            head = (data["head_w"].astype(np.float32), data["head_b"].astype(np.float32))
+            enc = cls(labels=labels, tuned_layers=int(data["tuned_layers"]), layer_state=state,
+                      head=head, meta=json.loads(str(data["meta"])))
         if head[0].shape[1] != len(labels) or head[1].shape != (len(labels),):
             raise UserFacingError(f"{path}: head shape does not match its {len(labels)} labels")
         return enc

@@ -19,11 +19,13 @@ import json
 import random
 import re
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from interventions.jsonl_rows import read_rows, write_rows
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 TEMPLATES_PATH = DATA_DIR / "turn_templates.yaml"
@@ -306,20 +308,9 @@ def build_turns(data_root: Path, seed: int = 13, per_template: tuple[int, int] =
 
 def write_turns(rows: list[Turn], path: Path = DATASET_PATH) -> None:
     """Write rows as JSON lines."""
-    with path.open("w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(asdict(r), ensure_ascii=False) + "\n")
+    write_rows(rows, path)
 
 
 def read_turns(path: Path = DATASET_PATH) -> Iterator[Turn]:
     """Read rows written by write_turns; a clear error names a bad line."""
-    from agent.errors import UserFacingError
-
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield Turn(**json.loads(line))
-            except (json.JSONDecodeError, TypeError) as exc:
-                raise UserFacingError(f"{path}:{n}: not a labeled turn ({exc})") from None
+    return read_rows(path, Turn, "a labeled turn")
