@@ -136,3 +136,24 @@ async def _open_sqlite(path: Path, stack: contextlib.AsyncExitStack) -> Any:
     saver = AsyncSqliteSaver(conn)
     await saver.setup()
     return saver
+
+
+def durability_for(spec: Any, has_tools: bool) -> Literal["sync", "async", "exit"]:
+    """When LangGraph commits a turn's steps for a checkpointer spec: "exit" (once, when the run
+    ends or pauses), "sync" (each step before the next starts) or "async" (in the background).
+
+    SQLite and Postgres commit once per turn, with or without tools: a turn whose model asks for
+    tools journals each such model step, and each call's answer, in the same database before the
+    tools run (agent/journal.py), so a process killed mid-turn loses nothing a tool acted on. A
+    killed turn that never asked for tools loses only itself (its user message and model calls),
+    which the client's retry runs again. A custom saver has no journal rein can make durable, so
+    with tools it commits every step. Memory has nothing to lose."""
+    try:
+        kind = locate(spec).kind
+    except UserFacingError:  # reported when the checkpointer is opened
+        kind = "custom"
+    if kind == "memory":
+        return "async"
+    if kind in ("sqlite", "postgres") or not has_tools:
+        return "exit"
+    return "sync"

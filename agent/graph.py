@@ -15,11 +15,13 @@ This module wires the graph; each node is its own unit in agent/nodes/.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
+from agent.journal import TURN_LOG_KEY, ToolJournal, TurnLog, TurnRecord, journal_thread
 from agent.messages import ToolCall
 from agent.nodes.finish import finish
 from agent.nodes.intervene import InterveneNode
@@ -31,6 +33,8 @@ from agent.nodes.state import (
     GraphDeps,
     TurnState,
     as_delta_writes,
+    cfg,
+    merge_updates,
     new_turn,
 )
 from agent.nodes.tools import REPEATED_FAILURE_LIMIT, ToolsNode, after_tools
@@ -45,7 +49,7 @@ def build_graph(deps: GraphDeps) -> StateGraph:
     # costs more than the work they do.
     graph = StateGraph(AgentState)
     graph.add_node("mode", _Deltas(ModeNode(deps, schemas)))
-    graph.add_node("model", _Deltas(ModelNode(deps, schemas, reviewers)))
+    graph.add_node("model", _Deltas(ModelNode(deps, schemas, reviewers), journal_tool_steps=True))
     graph.add_node("tools", _Deltas(ToolsNode(deps)))
     graph.add_node("finish", _Deltas(finish))
     # The intervention slot is a node only when interventions are configured: an empty slot would
@@ -67,15 +71,81 @@ def build_graph(deps: GraphDeps) -> StateGraph:
 
 
 class _Deltas:
-    """A node whose list updates go to the delta channels as tuples (see `as_delta_writes`)."""
+    """A node whose list updates go to the delta channels as tuples (see `as_delta_writes`).
 
-    def __init__(self, node: Any) -> None:
+    When the run keeps a TurnLog (durability "exit"), each update goes into it, and the model
+    node's update is journaled before the graph moves on when it asks for tools."""
+
+    def __init__(self, node: Any, *, journal_tool_steps: bool = False) -> None:
         self.node = node
+        self.journal_tool_steps = journal_tool_steps
 
     async def __call__(self, state: AgentState, config: RunnableConfig) -> Any:
-        return as_delta_writes(await self.node(state, config))
+        update = as_delta_writes(await self.node(state, config))
+        log: TurnLog | None = cfg(config, TURN_LOG_KEY)
+        if (
+            log is not None
+            and log.add(journal_thread(config.get("configurable") or {}), state["messages"], update)
+            and self.journal_tool_steps
+            and _asks_for_tools(update)
+        ):
+            await log.commit()
+        return update
+
+
+async def start_run(graph: Any, journal: ToolJournal, thread: str, inputs: Any) -> TurnLog:
+    """The TurnLog of a run about to start on `thread` with `inputs` (a new turn's update, a
+    resume Command or None), after a run of the thread cut off by a crash is checkpointed, as
+    far as it was journaled, so that this run continues it. Call it holding the thread."""
+    await restore_cut_run(graph, journal, thread)
+    fresh = inputs if isinstance(inputs, dict) else None
+    return TurnLog(journal, thread, fresh, len(fresh["messages"]) if fresh else 0)
+
+
+async def restore_cut_run(graph: Any, journal: ToolJournal, thread: str) -> bool:
+    """Checkpoint what a run of the thread journaled before it was cut off, up to its last model
+    step that asked for tools, so the next run starts with those tools; records the checkpoint
+    already holds are dropped. True when a cut-off run was restored.
+
+    Call it holding the thread: a run in progress elsewhere has records too."""
+    records = await journal.turn(thread)
+    if not records:
+        return False
+    config: RunnableConfig = {"configurable": {"thread_id": thread}}
+    snapshot = await graph.aget_state(config)
+    update = _unsaved(records, snapshot.values.get("messages", []))
+    if update is not None:
+        # The record ends with the model step's update, so the checkpoint is the one that step
+        # would have committed under durability "sync": the tools node runs next.
+        await graph.aupdate_state(config, update, as_node="model")
+    await journal.drop_turn(thread)
+    return update is not None
+
+
+async def cut_run_messages(journal: ToolJournal, thread: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages a run of the thread journaled beyond its checkpoint `messages` (in progress,
+    or cut off by a crash)."""
+    records = await journal.turn(thread)
+    update = _unsaved(records, messages) if records else None
+    return list(update.get("messages") or ()) if update is not None else []
+
+
+def _unsaved(records: list[TurnRecord], messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The records as one update, when they continue the checkpoint holding `messages`; None when
+    that checkpoint holds them already (the run committed, or a later run did)."""
+    first = records[0]
+    if not first.continues(messages) or any((r.index, r.base, r.tip) != (i, first.base, first.tip) for i, r in enumerate(records)):
+        return None
+    return merge_updates([u for r in records for u in r.updates])
+
+
+def _asks_for_tools(update: dict[str, Any]) -> bool:
+    """Whether a model step's update sends the turn to the tools node (see `after_model`)."""
+    messages: Sequence[dict[str, Any]] = update.get("messages") or ()
+    return bool(messages) and bool(messages[-1].get("tool_calls")) and not (update.get("turn") or {}).get("termination")
 
 
 __all__ = [
-    "EVENT_SINK", "REPEATED_FAILURE_LIMIT", "AgentState", "GraphDeps", "ToolCall", "TurnState", "build_graph", "new_turn",
+    "EVENT_SINK", "REPEATED_FAILURE_LIMIT", "AgentState", "GraphDeps", "ToolCall", "TurnState", "build_graph",
+    "cut_run_messages", "new_turn", "restore_cut_run", "start_run",
 ]

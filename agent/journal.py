@@ -4,7 +4,14 @@ LangGraph checkpoints the tools step only when every call of it has returned. A 
 in between would run the finished calls again on resume; the journal remembers them instead. It
 lives in the checkpointer's own database (table `rein_tool_journal`, own connection) or, for the
 memory and custom checkpointers, in the process. Rows of a step are dropped once a later tools
-step of the same thread runs, since by then the step's checkpoint is committed.
+step of the same thread runs, since by then the step's checkpoint is committed (under a TurnLog,
+below: when a run with a later tools step commits).
+
+Under durability "exit" (one checkpoint per turn) a second table, `rein_turn_journal`, holds what
+a run did before its checkpoint: each time a model step asks for tools, the state updates since
+the run's previous record are committed (`TurnLog`), before any of those tools start. A run cut
+off by a crash is put back into the checkpoint from them (`Agent` does it before the thread's next
+run), so its tools step runs again with the same calls and the per-call rows above apply.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from agent.checkpoint import connect_sqlite, locate
 from tools import CallRequest, Tool, ToolKind, ToolResult
@@ -64,6 +73,36 @@ class Entry:
         return ToolResult(**(self.result or {}))
 
 
+@dataclass(frozen=True)
+class TurnRecord:
+    """One stretch of a run that no checkpoint holds yet: its state updates since the previous record."""
+
+    thread: str
+    """Thread id."""
+    index: int
+    """Order of the record within its run (0 first)."""
+    base: int
+    """How many messages the thread's checkpoint held when the run started."""
+    tip: str
+    """A hash of the checkpoint's last message then ("" for an empty thread): with `base`, it
+    tells whether the records still continue the thread's checkpoint."""
+    updates: list[dict[str, Any]]
+    """The run's input (first record of a new turn) and node updates, in order."""
+
+    def continues(self, messages: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether this run started from a checkpoint holding exactly `messages` (its records are
+        then not checkpointed yet)."""
+        return len(messages) == self.base and message_tip(messages, self.base) == self.tip
+
+
+def message_tip(messages: Sequence[Mapping[str, Any]], base: int) -> str:
+    """A short hash of messages[base - 1], "" when base is 0."""
+    if base <= 0 or base > len(messages):
+        return ""
+    text = json.dumps(messages[base - 1], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 class ToolJournal(ABC):
     """Storage of journal entries; `record` is durable when it returns."""
 
@@ -84,6 +123,25 @@ class ToolJournal(ABC):
     async def forget(self, thread: str, before_seq: int) -> None:
         """Drop the entries of steps before `before_seq` and the late entries they surfaced."""
 
+    @abstractmethod
+    async def record_turn(self, record: TurnRecord) -> None:
+        """Store one record of a run not yet checkpointed, replacing one with the same thread and index."""
+
+    @abstractmethod
+    async def turn(self, thread: str) -> list[TurnRecord]:
+        """The thread's turn records, in order (none once its run has committed)."""
+
+    @abstractmethod
+    async def drop_turn(self, thread: str) -> None:
+        """Drop the thread's turn records (its run's checkpoint holds them now, or they are stale)."""
+
+    async def end_run(self, thread: str, before_seq: int | None) -> None:
+        """A run's checkpoint is committed: drop the thread's turn records and, when before_seq
+        is given, what `forget` drops."""
+        await self.drop_turn(thread)
+        if before_seq is not None:
+            await self.forget(thread, before_seq)
+
     async def aclose(self) -> None:  # noqa: B027  (a journal without a connection has nothing to close)
         """Release the connection."""
 
@@ -94,6 +152,7 @@ class MemoryJournal(ToolJournal):
 
     def __init__(self) -> None:
         self.entries: dict[tuple[str, str, str, str], Entry] = {}
+        self.turns: dict[str, dict[int, TurnRecord]] = {}
 
     async def record(self, entry: Entry) -> None:
         self.entries[(entry.thread, entry.step, entry.call_id, entry.state)] = entry
@@ -108,6 +167,15 @@ class MemoryJournal(ToolJournal):
         for key, e in list(self.entries.items()):
             if e.thread == thread and e.seq < before_seq and (e.state != "late" or e.surfaced):
                 del self.entries[key]
+
+    async def record_turn(self, record: TurnRecord) -> None:
+        self.turns.setdefault(record.thread, {})[record.index] = record
+
+    async def turn(self, thread: str) -> list[TurnRecord]:
+        return [r for _, r in sorted(self.turns.get(thread, {}).items())]
+
+    async def drop_turn(self, thread: str) -> None:
+        self.turns.pop(thread, None)
 
 
 def _late_pending(e: Entry, seq: int) -> bool:
@@ -125,6 +193,19 @@ _UPSERT = f"""INSERT INTO {TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 _STEP = f"SELECT {_COLUMNS} FROM {TABLE} WHERE thread = ? AND step = ? AND state <> 'late'"
 _LATE = f"SELECT {_COLUMNS} FROM {TABLE} WHERE thread = ? AND state = 'late' AND (surfaced = 0 OR seq = ?) ORDER BY at"
 _FORGET = f"DELETE FROM {TABLE} WHERE thread = ? AND seq < ? AND (state <> 'late' OR surfaced = 1)"
+
+TURN_TABLE = "rein_turn_journal"
+_CREATE_TURNS = f"""CREATE TABLE IF NOT EXISTS {TURN_TABLE} (
+    thread TEXT NOT NULL, idx INTEGER NOT NULL, base INTEGER NOT NULL, tip TEXT NOT NULL,
+    kind TEXT NOT NULL, body {{blob}} NOT NULL, at DOUBLE PRECISION NOT NULL, PRIMARY KEY (thread, idx))"""
+_TURN_UPSERT = f"""INSERT INTO {TURN_TABLE} (thread, idx, base, tip, kind, body, at) VALUES (?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (thread, idx)
+    DO UPDATE SET base = excluded.base, tip = excluded.tip, kind = excluded.kind, body = excluded.body, at = excluded.at"""
+_TURN = f"SELECT thread, idx, base, tip, kind, body FROM {TURN_TABLE} WHERE thread = ? ORDER BY idx"
+_TURN_DROP = f"DELETE FROM {TURN_TABLE} WHERE thread = ?"
+# The checkpointer's own serializer: a turn record holds state updates, which it round-trips as a
+# checkpoint would (JSON would not, for every value a message may carry).
+_SERDE = JsonPlusSerializer()
 
 
 class _SqlJournal(ToolJournal):
@@ -152,6 +233,30 @@ class _SqlJournal(ToolJournal):
     async def forget(self, thread: str, before_seq: int) -> None:
         await self._execute(_FORGET, (thread, before_seq))
 
+    async def record_turn(self, record: TurnRecord) -> None:
+        kind, body = _SERDE.dumps_typed(record.updates)
+        await self._execute(_TURN_UPSERT, (record.thread, record.index, record.base, record.tip, kind, body, time.time()))
+
+    async def turn(self, thread: str) -> list[TurnRecord]:
+        return [
+            TurnRecord(t, int(i), int(base), tip, _SERDE.loads_typed((kind, bytes(body))))
+            for t, i, base, tip, kind, body in await self._fetch(_TURN, (thread,))
+        ]
+
+    async def drop_turn(self, thread: str) -> None:
+        await self._execute(_TURN_DROP, (thread,))
+
+    async def end_run(self, thread: str, before_seq: int | None) -> None:
+        statements: list[tuple[str, Sequence[Any]]] = [(_TURN_DROP, (thread,))]
+        if before_seq is not None:
+            statements.append((_FORGET, (thread, before_seq)))
+        await self._execute_all(statements)
+
+    async def _execute_all(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """Statements committed together (subclasses make it one transaction)."""
+        for sql, params in statements:
+            await self._execute(sql, params)
+
 
 def _entry(row: Sequence[Any]) -> Entry:
     thread, step, call_id, state, seq, result, surfaced, _ = row
@@ -172,6 +277,7 @@ class SqliteJournal(_SqlJournal):
         conn = await connect_sqlite(path, synchronous="FULL")
         try:
             await conn.execute(_CREATE)
+            await conn.execute(_CREATE_TURNS.format(blob="BLOB"))
             await conn.commit()
         except BaseException:
             await conn.close()
@@ -180,6 +286,11 @@ class SqliteJournal(_SqlJournal):
 
     async def _execute(self, sql: str, params: Sequence[Any]) -> None:
         await self.conn.execute(sql, params)
+        await self.conn.commit()
+
+    async def _execute_all(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        for sql, params in statements:
+            await self.conn.execute(sql, params)
         await self.conn.commit()
 
     async def _fetch(self, sql: str, params: Sequence[Any]) -> list[Sequence[Any]]:
@@ -205,13 +316,19 @@ class PostgresJournal(_SqlJournal):
 
         conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
         # Another process may create the table at the same moment.
-        with contextlib.suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
-            await conn.execute(_CREATE)
+        for create in (_CREATE, _CREATE_TURNS.format(blob="BYTEA")):
+            with contextlib.suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
+                await conn.execute(create)
         return cls(conn)
 
     async def _execute(self, sql: str, params: Sequence[Any]) -> None:
         async with self._lock:
             await self.conn.execute(sql.replace("?", "%s"), params)
+
+    async def _execute_all(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        async with self._lock, self.conn.transaction():
+            for sql, params in statements:
+                await self.conn.execute(sql.replace("?", "%s"), params)
 
     async def _fetch(self, sql: str, params: Sequence[Any]) -> list[Sequence[Any]]:
         async with self._lock:
@@ -246,11 +363,15 @@ def step_key(messages: Sequence[Mapping[str, Any]]) -> tuple[str, int]:
 class StepJournal(CallHooks):
     """Journals the calls of one tools step and answers the calls a crash left behind."""
 
-    def __init__(self, journal: ToolJournal | None, thread: str, step: str, seq: int) -> None:
+    def __init__(self, journal: ToolJournal | None, thread: str, step: str, seq: int, *, forget: bool = True) -> None:
         self.journal = journal
         self.thread = thread
         self.step = step
         self.seq = seq
+        self.forget = forget
+        """Drop earlier steps' rows when the step starts; a run with a TurnLog (durability "exit")
+        drops them when it commits instead (`TurnLog.close`), in the same journal commit as its
+        turn records."""
         self.outcomes: dict[str, ToolResult] = {}
         """Answers known in this run, journaled or replayed."""
 
@@ -265,7 +386,8 @@ class StepJournal(CallHooks):
         """
         if self.journal is None:
             return {}, list(calls)
-        await self.journal.forget(self.thread, self.seq)
+        if self.forget:
+            await self.journal.forget(self.thread, self.seq)
         entries = {(e.call_id, e.state): e for e in await self.journal.step(self.thread, self.step)}
         answered: dict[str, ToolResult] = {}
         to_run: list[CallRequest] = []
@@ -319,3 +441,60 @@ def journal_thread(configurable: Mapping[str, Any]) -> str:
     thread = str(configurable.get("thread_id", ""))
     parent = str(configurable.get("checkpoint_ns") or "").rpartition("|")[0]
     return f"{thread}|{parent}" if parent else thread
+
+
+TURN_LOG_KEY = "__rein_turn_log"
+"""Configurable key of the run's TurnLog (None when the run journals no model steps)."""
+
+
+class TurnLog:
+    """What one run (a turn, a resume, a continue) has done since the checkpoint it started from.
+
+    Under durability "exit" nothing of a run is checkpointed until it ends. Every node's update
+    is kept here in memory; when a model step asks for tools, the updates gathered since the last
+    record are committed to the journal (`commit`) before the tools start. After a crash the
+    records rebuild the checkpoint up to that model step, so the model is not asked again and
+    the tools journal's per-call rows match the calls they were made for.
+    """
+
+    def __init__(self, journal: ToolJournal, thread: str, inputs: Mapping[str, Any] | None, n_inputs: int) -> None:
+        self.journal = journal
+        self.thread = thread
+        """The run's thread id: nodes of another thread's run (an agent run by a tool, which
+        inherits this run's configuration) leave the log alone."""
+        self.base: int | None = None
+        self.tip = ""
+        self.n_inputs = n_inputs
+        self.pending: list[dict[str, Any]] = [dict(inputs)] if inputs is not None else []
+        self.records = 0
+        self.tools_seq: int | None = None
+        """The seq of the run's last tools step: older steps' rows go when the run commits."""
+
+    def add(self, thread: str, messages: Sequence[Mapping[str, Any]], update: Any) -> bool:
+        """Keep a node's update; `messages` is the state the node ran on. False for another thread's node."""
+        if not self.owns(thread) or not isinstance(update, dict):
+            return False
+        if self.base is None:
+            # The run's first node sees the checkpoint's messages plus the run's input.
+            self.base = len(messages) - self.n_inputs
+            self.tip = message_tip(messages, self.base)
+        self.pending.append(update)
+        return True
+
+    async def commit(self) -> None:
+        """Journal the updates gathered since the last record; durable when it returns."""
+        if self.base is None or not self.pending:
+            return
+        await self.journal.record_turn(TurnRecord(self.thread, self.records, self.base, self.tip, self.pending))
+        self.records += 1
+        self.pending = []
+
+    def owns(self, thread: str) -> bool:
+        """Whether a node of `thread` runs in this log's run."""
+        return thread == self.thread
+
+    async def close(self) -> None:
+        """The run's checkpoint is committed: its records, and the rows of tools steps before its
+        last one, are not needed any more (one journal commit)."""
+        if self.records or self.tools_seq is not None:
+            await self.journal.end_run(self.thread, self.tools_seq)

@@ -14,10 +14,11 @@ from typing import Any, TypeVar
 from langgraph.types import Command
 
 from agent import tracing
-from agent.checkpoint import open_checkpointer
+from agent.checkpoint import durability_for, open_checkpointer
 from agent.errors import ThreadBusy
 from agent.events import ApprovalRequested, FinalAnswer, ModeDecided, StreamEvent
-from agent.graph import EVENT_SINK, GraphDeps, build_graph, new_turn
+from agent.graph import EVENT_SINK, GraphDeps, build_graph, cut_run_messages, new_turn, start_run
+from agent.journal import TURN_LOG_KEY, ToolJournal
 from agent.ledger import CostLedger, LedgerEntry, PriceTable
 from agent.messages import Message, ModelSettings, Usage
 from agent.models import Model, resolve_model
@@ -118,7 +119,10 @@ class Agent:
             prices=prices or PriceTable(),
         )
         self.checkpointer_spec = checkpointer
-        self._durability = durability_for(checkpointer, self.tools.as_dict())
+        self._durability = durability_for(checkpointer, bool(self.tools.as_dict()))
+        # One commit per turn with tools: the runs journal their model steps that ask for tools.
+        self._turn_journal = self._durability == "exit" and bool(self.tools.as_dict())
+        self._journals: dict[asyncio.AbstractEventLoop, ToolJournal] = {}
         self._graph = build_graph(self.deps)
         self._compiled: dict[asyncio.AbstractEventLoop, Any] = {}
         self._stacks: dict[asyncio.AbstractEventLoop, contextlib.AsyncExitStack] = {}
@@ -151,6 +155,7 @@ class Agent:
                 saver = await open_checkpointer(self.checkpointer_spec, stack)
                 # The tool journal sits beside the checkpoints and closes with them.
                 journal = await open_journal(self.checkpointer_spec, stack)
+                self._journals[loop] = journal
                 self._stacks[loop] = stack
                 compiled = self._graph.compile(checkpointer=saver, name=self.name)
                 self._compiled[loop] = compiled.with_config(configurable={JOURNAL_KEY: journal})
@@ -160,6 +165,7 @@ class Agent:
         """Close this loop's checkpointer connection, tool sessions (MCP servers) and the model."""
         loop = asyncio.get_running_loop()
         self._compiled.pop(loop, None)
+        self._journals.pop(loop, None)
         stack = self._stacks.pop(loop, None)
         if stack is not None:
             await stack.aclose()
@@ -248,6 +254,9 @@ class Agent:
                 configurable[EVENT_SINK] = sink
             config = {"configurable": configurable, "recursion_limit": 4 * self.deps.step_limits.agentic + 16}
             inputs, decided = self._turn_inputs(message, mode, resume, collect)
+            journal = self._journals[asyncio.get_running_loop()] if self._turn_journal else None
+            # Set even when None: a run started by a tool inherits the configuration of the run around it.
+            configurable[TURN_LOG_KEY] = log = await start_run(graph, journal, thread_id, inputs) if journal else None
             if decided is not None:
                 if span is not None:
                     tracing.mode_decided(span, decided.mode, decided.reason)
@@ -280,6 +289,9 @@ class Agent:
                 # Close the graph's stream (cancelling what it still runs) before the thread is let go.
                 await stream.aclose()
                 tracing.end_turn(span, failure, collect.error if collect is not None else None)
+            if log is not None:
+                # The run ended (or paused) normally, so its one checkpoint is committed.
+                await log.close()
 
     def _turn_inputs(
         self, message: str | Message | list[Message] | None, mode: Mode | None, resume: Any, collect: RunResult | None
@@ -331,17 +343,23 @@ class Agent:
 
     async def ahistory(self, thread_id: str) -> list[Message]:
         """Every message of a thread (new objects, the caller's to change)."""
-        graph = await self._graph_for_loop()
-        snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
-        return [Message.model_validate(m) for m in snapshot.values.get("messages", [])]
+        return [Message.model_validate(m) for m in await self._raw_history(thread_id)]
 
     async def ahistory_view(self, thread_id: str) -> list[Message]:
         """Every message of a thread, for reading only: the Message objects are the ones the agent
         keeps to build its model requests (validated once per thread, not on every read), so a
         caller must not change them. The list itself is the caller's."""
+        return self.deps._history.messages(thread_id, await self._raw_history(thread_id))
+
+    async def _raw_history(self, thread_id: str) -> list[dict[str, Any]]:
+        """The thread's messages as stored, with what a run in progress (or cut off by a crash)
+        has journaled but not checkpointed yet, as a thread committing every step would show."""
         graph = await self._graph_for_loop()
         snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
-        return self.deps._history.messages(thread_id, snapshot.values.get("messages", []))
+        messages: list[dict[str, Any]] = snapshot.values.get("messages", [])
+        if not self._turn_journal:
+            return messages
+        return messages + await cut_run_messages(self._journals[asyncio.get_running_loop()], thread_id, messages)
 
     # --- sync facade ------------------------------------------------------------------------
 
@@ -371,20 +389,6 @@ class Agent:
         if self._portal is None:
             self._portal = _Portal()
         yield from self._portal.iterate(self.astream(message, thread_id, mode=mode))
-
-
-def durability_for(checkpointer: Any, tools: dict[str, Tool]) -> str:
-    """When LangGraph commits a turn's steps: "sync" (each step before the next starts), "exit"
-    (once, when the turn ends, a third of the writes) or "async" (in the background).
-
-    With tools, each step commits before the next one starts, so a process killed inside a tool
-    never loses the model step that asked for it (the tool journal keys its answers by that step).
-    Without tools nothing a turn does acts on the world, so a turn commits once, at its end, before
-    its answer is returned: a process killed mid-turn loses only that unanswered turn (its user
-    message and model calls), which the client's retry runs again. Memory has nothing to lose."""
-    if checkpointer == "memory":
-        return "async"
-    return "sync" if tools else "exit"
 
 
 def _as_messages(message: str | Message | list[Message]) -> list[Message]:

@@ -5,16 +5,26 @@ the same scripted model and tool, the same in-memory checkpointer, and a fresh t
 what differs is the orchestration. Run by hand:
 
     python bench/overhead.py [--turns 2000]
+
+With --checkpointer (sqlite:PATH or postgresql://…) it measures rein alone on that checkpointer
+instead, one agent per --durability (auto: what the Agent picks; sync: every step commits, as
+agents with tools did before their model steps were journaled; exit: one checkpoint per turn),
+turns interleaved, and reports per turn the median CPU and wall time and the mean checkpoint
+saves (aput), step-write saves (aput_writes) and journal commits, each its own transaction:
+
+    python bench/overhead.py --checkpointer sqlite:/tmp/bench.sqlite --durability sync,exit --turns 500
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import operator
 import statistics
 import time
+import uuid
 from typing import Annotated, Any, TypedDict
 
 from langgraph.checkpoint.memory import InMemorySaver
@@ -108,11 +118,99 @@ async def measure(turns: int) -> dict[str, float]:
     return out
 
 
+class Calls:
+    """Counts calls of some async methods, wrapped on their classes, for the whole process."""
+
+    def __init__(self, targets: dict[str, tuple[type, str]]) -> None:
+        self.counts = dict.fromkeys(targets, 0)
+        for label, (cls, name) in targets.items():
+            original = getattr(cls, name)
+
+            async def counted(self_: Any, *args: Any, _original: Any = original, _label: str = label, **kwargs: Any) -> Any:
+                self.counts[_label] += 1
+                return await _original(self_, *args, **kwargs)
+
+            setattr(cls, name, counted)
+
+    def snapshot(self) -> dict[str, int]:
+        return dict(self.counts)
+
+
+async def measure_store(turns: int, checkpointer: str, durabilities: list[str], turns_per_thread: int = 10) -> dict[str, Any]:
+    """rein alone on a real checkpointer, one agent per durability, their turns interleaved so
+    that machine noise hits them alike: per-turn CPU, wall and saves of each."""
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from agent.journal import PostgresJournal, SqliteJournal
+
+    saver: type = AsyncSqliteSaver
+    journal: type = SqliteJournal
+    if checkpointer.startswith(("postgres://", "postgresql://")):
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        saver, journal = AsyncPostgresSaver, PostgresJournal
+    calls = Calls({
+        "aput": (saver, "aput"), "aput_writes": (saver, "aput_writes"),
+        # Each journal statement commits on its own; _execute_all commits its statements together.
+        "journal": (journal, "_execute"), "journal_batch": (journal, "_execute_all"),
+    })
+    run = uuid.uuid4().hex[:8]
+    agents: dict[str, Agent] = {}
+    for durability in durabilities:
+        agent = agents[durability] = Agent(LoopModel(), [lookup], checkpointer=checkpointer)
+        if durability != "auto":
+            # The bench compares the two ways a turn with tools can commit, on the same code.
+            agent._durability = durability
+            agent._turn_journal = durability == "exit"
+
+    async def turn(durability: str, i: int) -> None:
+        result = await agents[durability].ainvoke("go", f"{run}-{durability}-{i // turns_per_thread}")
+        assert result.output == "done"
+
+    wall: dict[str, list[float]] = {d: [] for d in agents}
+    cpu: dict[str, list[float]] = {d: [] for d in agents}
+    counted: dict[str, dict[str, int]] = {d: dict.fromkeys(calls.counts, 0) for d in agents}
+    async with contextlib.AsyncExitStack() as stack:
+        for agent in agents.values():
+            await stack.enter_async_context(agent)
+        for i in range(-50, 0):  # warm-up, on threads of their own
+            for durability in agents:
+                await turn(durability, i)
+        for i in range(turns):
+            for durability in agents:
+                before = calls.snapshot()
+                w0, c0 = time.perf_counter(), time.process_time()
+                await turn(durability, i)
+                wall[durability].append((time.perf_counter() - w0) * 1e6)
+                cpu[durability].append((time.process_time() - c0) * 1e6)
+                for label, n in calls.snapshot().items():
+                    counted[durability][label] += n - before[label]
+    out: dict[str, Any] = {"turns": turns, "checkpointer": checkpointer.split(":")[0], "turns_per_thread": turns_per_thread}
+    for durability, agent in agents.items():
+        c = counted[durability]
+        out[durability] = {
+            "durability": agent._durability,
+            "cpu_median_us": round(statistics.median(cpu[durability])),
+            "wall_median_us": round(statistics.median(wall[durability])),
+            "aput_per_turn": round(c["aput"] / turns, 2),
+            "aput_writes_per_turn": round(c["aput_writes"] / turns, 2),
+            "journal_commits_per_turn": round((c["journal"] + c["journal_batch"]) / turns, 2),
+        }
+    return out
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--checkpointer", default=None, help="sqlite:PATH or postgresql://…: rein alone on it")
+    parser.add_argument(
+        "--durability", default="sync,exit", help="comma-separated, of auto, sync, exit (default sync,exit)"
+    )
     args = parser.parse_args()
-    result = asyncio.run(measure(args.turns))
+    if args.checkpointer:
+        result = asyncio.run(measure_store(args.turns, args.checkpointer, args.durability.split(",")))
+    else:
+        result = asyncio.run(measure(args.turns))
     print(json.dumps(result))
 
 

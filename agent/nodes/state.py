@@ -73,6 +73,20 @@ def as_delta_writes(update: Any) -> Any:
     return {**update, **changed} if changed else update
 
 
+def merge_updates(updates: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Several updates in order as one: the list channels' items joined, other channels' last value.
+
+    The reducers make applying the result the same as applying each update in turn."""
+    out: dict[str, Any] = {}
+    for update in updates:
+        for key, value in update.items():
+            if key in DELTA_KEYS:
+                out.setdefault(key, []).extend(value or ())
+            else:
+                out[key] = value
+    return as_delta_writes(out)
+
+
 class AgentState(TypedDict, total=False):
     """The checkpointed state of one thread.
 

@@ -16,7 +16,15 @@ from langgraph.types import interrupt
 
 from agent import tracing
 from agent.events import ToolResultEvent
-from agent.journal import JOURNAL_KEY, Entry, StepJournal, journal_thread, step_key
+from agent.journal import (
+    JOURNAL_KEY,
+    TURN_LOG_KEY,
+    Entry,
+    StepJournal,
+    TurnLog,
+    journal_thread,
+    step_key,
+)
 from agent.ledger import CostLedger
 from agent.nodes.state import AgentState, GraphDeps, cfg, emitter, with_turn
 from agent.terminations import Termination
@@ -43,7 +51,12 @@ class ToolsNode:
         approved = [c for c in calls if decisions.get(c.id, (True, None))[0]]
         counts = dict(state["turn"].get("argument_errors") or {})
         step_id, seq = step_key(state["messages"])
-        journal = StepJournal(cfg(config, JOURNAL_KEY), journal_thread(config.get("configurable") or {}), step_id, seq)
+        thread = journal_thread(config.get("configurable") or {})
+        log: TurnLog | None = cfg(config, TURN_LOG_KEY)
+        if log is not None and log.owns(thread):
+            log.tools_seq = seq
+        # Under a TurnLog the rows of earlier steps may still be needed until the run commits.
+        journal = StepJournal(cfg(config, JOURNAL_KEY), thread, step_id, seq, forget=log is None or not log.owns(thread))
         done, termination, error = await self._execute(approved, counts, journal)
         by_id = {r.call_id: r for r in done}
         failures, repeated = _count_failures(state, approved, by_id)

@@ -137,10 +137,3 @@ async def test_a_tool_less_turn_commits_once_and_before_it_returns(tmp_path: Pat
                 assert [m.text for m in await reader.ahistory("quick")][-2:] == [f"hello {i}", f"You said: hello {i}"]
 
 
-async def test_a_turn_with_tools_commits_every_step(tmp_path: Path) -> None:
-    db = tmp_path / "threads.sqlite"
-    agent = Agent(ScriptedModel([call("note", {"text": "a"}), reply("saved")]), [note], checkpointer=f"sqlite:{db}")
-    async with agent:
-        await agent.ainvoke("remember a", "tools")
-    # input, start, model (asks for the tool), tools, model (answers)
-    assert _checkpoint_count(db, "tools") == 5
