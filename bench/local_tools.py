@@ -136,7 +136,7 @@ def main() -> int:
     summary = []
     for name in args.models.split(","):
         for protocol in args.protocols.split(","):
-            model = LocalModel(name, n_threads=args.threads, tool_protocol=protocol)  # type: ignore[arg-type]
+            model = LocalModel(name, n_threads=args.threads, tool_protocol=protocol)
             rows = asyncio.run(run(model, cases, args.max_tokens))
             ok = sum(r["ok"] for r in rows)
             summary.append(f"{model.name:<26} {protocol:<7} {ok}/{len(rows)} expected actions")

@@ -35,7 +35,7 @@ from agent.ledger import CostLedger, PriceTable  # noqa: E402
 from agent.messages import Message, ModelSettings  # noqa: E402
 from agent.models import Model, resolve_model  # noqa: E402
 from agent.modes import A2FM_MODES, StepLimits, loops_back, mode_step, step_message  # noqa: E402
-from agent.plugin_api import MODES  # noqa: E402
+from agent.plugin_api import MODES, Mode  # noqa: E402
 from tools import CallRequest, Tool, ToolKind, execute_calls, tool  # noqa: E402
 from tools.builtin import calculate  # noqa: E402
 
@@ -121,19 +121,19 @@ def is_correct(answer: str, gold: str) -> bool:
     return bool(words) and sum(w in a.split() for w in words) / len(words) >= 0.75
 
 
-async def drive(model: Model, tools: dict[str, Tool], mode: str, query: str, settings: ModelSettings,
+async def drive(model: Model, tools: dict[str, Tool], mode: Mode, query: str, settings: ModelSettings,
                 limits: StepLimits, prices: PriceTable) -> dict[str, Any]:
     """One turn in one mode, as the agent graph runs it: model steps, tool rounds, a ledger."""
     messages = [Message.user(query)]
     ledger = CostLedger()
     schemas = [t.openai_schema() for t in tools.values()]
-    cap = limits.for_mode(mode)  # type: ignore[arg-type]
+    cap = limits.for_mode(mode)
     steps = 0
     tool_calls = 0
     termination = "max_steps"
     started = time.perf_counter()
     while steps < cap:
-        step = mode_step(mode, messages, schemas, settings, system=SYSTEM, step=steps, limit=cap)  # type: ignore[arg-type]
+        step = mode_step(mode, messages, schemas, settings, system=SYSTEM, step=steps, limit=cap)
         try:
             response = await model.complete(step.request)
         except Exception as exc:  # a failed call ends the turn, as in the graph
@@ -158,7 +158,7 @@ async def drive(model: Model, tools: dict[str, Tool], mode: str, query: str, set
             "termination": termination, "seconds": round(time.perf_counter() - started, 2)}
 
 
-async def drive_runtime(model: Model, tools: dict[str, Tool], mode: str, query: str, settings: ModelSettings,
+async def drive_runtime(model: Model, tools: dict[str, Tool], mode: Mode, query: str, settings: ModelSettings,
                         limits: StepLimits, prices: PriceTable) -> dict[str, Any]:
     """The same turn through agent.runtime.Agent (the LangGraph graph)."""
     from agent.runtime import Agent
@@ -168,7 +168,7 @@ async def drive_runtime(model: Model, tools: dict[str, Tool], mode: str, query: 
     agent.deps.mode_config = A2FM_MODES  # the runtime's default agentic path is a bare tool loop
     started = time.perf_counter()
     try:
-        result = await agent.ainvoke(query, mode=mode)  # type: ignore[arg-type]
+        result = await agent.ainvoke(query, mode=mode)
     finally:
         await agent.aclose()
     return {"answer": result.output, "ledger": result.ledger, "steps": result.ledger.usage.requests,
@@ -221,14 +221,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     offline = OfflineRouter()
     proba = offline.predict_proba([i["query"] for i in items])
-    needs = [{m: float(p) for m, p in zip(MODES, row, strict=True)} for row in proba]
-    choices: dict[str, list[str]] = {"routed (offline)": [max(MODES, key=lambda m: n[m]) for n in needs]}
+    needs: list[dict[str, float]] = [{m: float(p) for m, p in zip(MODES, row, strict=True)} for row in proba]
+    choices: dict[str, list[Mode]] = {"routed (offline)": [max(MODES, key=lambda m: n[m]) for n in needs]}
     cost_router = CostAwareRouter(threshold=args.threshold, router=offline)
     choices[f"routed (cost, threshold {args.threshold})"] = [cost_router.choose(n).mode for n in needs]
     router_ledgers: dict[str, list[CostLedger]] = {k: [CostLedger() for _ in items] for k in choices}
     if args.self_route:
         self_router = SelfRouter(model=model, prices=prices)
-        picks, ledgers = [], []
+        picks: list[Mode] = []
+        ledgers: list[CostLedger] = []
         for item in items:
             decision, response = await self_router.classify(item["query"], tool_names=list(tools))
             ledger = CostLedger()
@@ -239,7 +240,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         choices["routed (self)"] = picks
         router_ledgers["routed (self)"] = ledgers
 
-    base = {m: cost_of_pass([r["ledger"] for r in runs[m]], [r["correct"] for r in runs[m]]) for m in MODES}
+    base: dict[str, CostOfPass] = {m: cost_of_pass([r["ledger"] for r in runs[m]], [r["correct"] for r in runs[m]]) for m in MODES}
     rows = [summarize(f"always {m}", base[m], base) for m in MODES]
     per_query = []
     for name, picks in choices.items():
@@ -249,7 +250,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             ledgers.append(combined)
         cop = cost_of_pass(ledgers, [runs[m][i]["correct"] for i, m in enumerate(picks)])
         rows.append(summarize(name, cop, base))
-    oracle = []
+    oracle: list[Mode] = []
     for i in range(len(items)):
         solving = [m for m in MODES if runs[m][i]["correct"]]
         oracle.append(min(solving, key=lambda m: runs[m][i]["ledger"].usage.total_tokens) if solving else "instant")

@@ -16,7 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.cost_of_pass import CostOfPass
 from agent.errors import UserFacingError
+from agent.ledger import PriceTable
 from agent.plugin_api import MODES
 from agent.routing.bootstrap import Interval, mean_interval, ratio_interval
 
@@ -120,14 +122,16 @@ def load_oracle(path: str | Path, model: str | None = None, split: str | None = 
 
 @dataclass(frozen=True)
 class StrategyScore:
-    """Accuracy and cost-of-pass of one strategy (a fixed mode, the routed agent or the oracle)."""
+    """One strategy (a fixed mode, the routed agent or the oracle): its cost-of-pass, the same
+    CostOfPass that ledgers give (agent/cost_of_pass.py), with bootstrap intervals over tasks."""
 
+    cost: CostOfPass
+    """Tasks, tasks solved, tokens and list-price dollars of the recorded runs it picked."""
     accuracy: Interval
-    """Share of tasks solved, with its interval."""
+    """Share of tasks solved, with its interval (its value is cost.accuracy)."""
     tokens_per_pass: Interval
-    """Total tokens / tasks solved, with its interval (None: nothing solved)."""
-    tokens: int
-    """Total tokens spent."""
+    """Total tokens / tasks solved, with its interval (its value is cost.tokens_per_pass; None:
+    nothing solved)."""
     mix: dict[str, int]
     """How many tasks went to each mode."""
 
@@ -151,15 +155,20 @@ class OracleReport:
         """JSON-ready form."""
         return {"n": self.n, "unsolved": self.unsolved, "agreement": self.agreement.as_dict(), "labels": self.labels,
                 "strategies": {k: {"accuracy": s.accuracy.as_dict(), "tokens_per_pass": s.tokens_per_pass.as_dict(),
-                                   "tokens": s.tokens, "mix": s.mix} for k, s in self.strategies.items()}}
+                                   "tokens": s.cost.tokens, "mix": s.mix} for k, s in self.strategies.items()}}
 
 
 def _score(rows: Sequence[OracleRow], picks: Sequence[str], samples: int, seed: int) -> StrategyScore:
     runs = [row.runs[m] for row, m in zip(rows, picks, strict=True)]
     passed = [float(r.success) for r in runs]
-    cost = [float(r.tokens) for r in runs]
-    return StrategyScore(mean_interval(passed, samples=samples, seed=seed),
-                         ratio_interval(cost, passed, samples=samples, seed=seed), int(sum(cost)), _tally(picks, MODES))
+    tokens = [float(r.tokens) for r in runs]
+    prices = PriceTable()
+    dollars = sum(prices.price_for(row.model).dollars(r.tokens - r.output_tokens, r.output_tokens)
+                  for row, r in zip(rows, runs, strict=True))
+    cost = CostOfPass(attempts=len(runs), correct=sum(r.success for r in runs), tokens=sum(r.tokens for r in runs),
+                      output_tokens=sum(r.output_tokens for r in runs), dollars=dollars)
+    return StrategyScore(cost, mean_interval(passed, samples=samples, seed=seed),
+                         ratio_interval(tokens, passed, samples=samples, seed=seed), _tally(picks, MODES))
 
 
 def score_oracle(rows: Sequence[OracleRow], routed: Sequence[str], *, samples: int = 1000, seed: int = 0) -> OracleReport:

@@ -18,6 +18,7 @@ from agent.errors import UserFacingError
 from agent.messages import ModelRequest
 from agent.models import ScriptedModel, call, reply
 from agent.models.base import StreamItem
+from agent.modes import StepLimits
 from agent.runtime import Agent, build_agent
 from tools.builtin import builtin_toolkit
 
@@ -35,8 +36,8 @@ class UnstreamedModel(ScriptedModel):
         yield await self.complete(request)
 
 
-async def _chat_once(model: ScriptedModel, **agent_options: object) -> tuple[int, str]:
-    agent = Agent(model=model, tools=list(builtin_toolkit()), checkpointer="memory", **agent_options)  # type: ignore[arg-type]
+async def _chat_once(model: ScriptedModel, step_limits: StepLimits | None = None) -> tuple[int, str]:
+    agent = Agent(model=model, tools=list(builtin_toolkit()), checkpointer="memory", step_limits=step_limits)
     out = io.StringIO()
     rc = await chat(agent, None, [QUESTION], io.StringIO(), out)
     return rc, out.getvalue()
@@ -55,8 +56,6 @@ async def test_the_answer_is_printed_exactly_once(model_class: type[ScriptedMode
 
 @pytest.mark.parametrize("model_class", [UnstreamedModel, ScriptedModel], ids=["no-tokens", "streamed"])
 async def test_a_turn_cut_short_shows_its_last_answer_once(model_class: type[ScriptedModel]) -> None:
-    from agent.modes import StepLimits
-
     # One model call allowed: the turn ends in max_steps, its answer the text beside the tool call.
     model = model_class([call("calculate", expression="19*3", text="Let me compute that.")])
     rc, text = await _chat_once(model, step_limits=StepLimits(agentic=1))

@@ -32,7 +32,10 @@ def guarded_imports() -> list[tuple[str, str, Path]]:
                 call = node.items[0].context_expr
                 if not (isinstance(call, ast.Call) and getattr(call.func, "id", "") == "needs_extra"):
                     continue
-                extra = call.args[0].value  # type: ignore[attr-defined]
+                name = call.args[0]
+                where = f"{path}:{node.lineno}: needs_extra takes the extra's name as a literal"
+                assert isinstance(name, ast.Constant) and isinstance(name.value, str), where
+                extra = name.value
                 for stmt in node.body:
                     if isinstance(stmt, ast.Import):
                         out += [(extra, a.name.split(".")[0], path) for a in stmt.names]
@@ -101,7 +104,9 @@ def test_every_extra_named_in_the_code_is_declared_and_all_holds_them() -> None:
     assert named >= {"local", "graphs", "jigsaw", "server"}
     assert named <= set(EXTRAS), f"undeclared extras: {named - set(EXTRAS)}"
     (all_,) = EXTRAS["all"]
-    in_all = set(re.fullmatch(r"rein-runtime\[(.*)\]", all_).group(1).split(","))  # type: ignore[union-attr]
+    listed = re.fullmatch(r"rein-runtime\[(.*)\]", all_)
+    assert listed, all_
+    in_all = set(listed.group(1).split(","))
     assert in_all == set(EXTRAS) - {"all", "dev", "qwen-1.5b"}
 
 

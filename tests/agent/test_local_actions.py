@@ -5,6 +5,7 @@ template, as Qwen2.5's is; grammars are compiled by llama.cpp's GBNF parser)."""
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 import pytest
 from llama_cpp import LlamaGrammar
@@ -56,10 +57,11 @@ def get_weather(city: str, unit: str = "celsius") -> str:
 
 
 TOOLS = [calculate.openai_schema(), get_weather.openai_schema()]
+ToolChoice = Literal["auto", "required", "none"]
 
 
-def request(*messages: Message, **settings: object) -> ModelRequest:
-    return ModelRequest(messages=list(messages), tools=TOOLS, settings=ModelSettings(**settings))
+def request(*messages: Message, tool_choice: ToolChoice | None = None) -> ModelRequest:
+    return ModelRequest(messages=list(messages), tools=TOOLS, settings=ModelSettings(tool_choice=tool_choice))
 
 
 def prompt(plan_request: ModelRequest) -> str:
@@ -169,7 +171,7 @@ def test_the_protocol_is_an_option_of_the_local_model() -> None:
     model = resolve_model("local:qwen2.5-coder-1.5b", tool_protocol="json")
     assert isinstance(model, LocalModel) and model.tool_protocol == "json" and model.name == "local:qwen2.5-coder-1.5b"
     with pytest.raises(ModelError, match="unknown tool_protocol 'xml'"):
-        LocalModel(tool_protocol="xml")  # type: ignore[arg-type]
+        LocalModel(tool_protocol="xml")  # type: ignore[arg-type]  # an unknown protocol, on purpose
 
 
 def test_streamed_answer_text_skips_leading_whitespace() -> None:

@@ -13,7 +13,7 @@ from agent.messages import Message, ModelRequest, ToolCall, Usage
 from agent.models import ScriptedModel, call, local_prompt, reply
 from agent.models.local_prompt import Plan, answer_only, parse_output, render_prompt
 from agent.planted_reasoning import plant_messages, planted_reasoning
-from agent.plugin_api import Plant
+from agent.plugin_api import Plant, PlantVia
 from agent.runtime import Agent
 from interventions import ReInIntervention, with_recovery_tools
 from tools import tool
@@ -48,11 +48,11 @@ def cancel_pending_order(order_id: str) -> str:
 TOOLS = [t.openai_schema() for t in with_recovery_tools([cancel_pending_order])]
 
 
-def history(via: str) -> list[Message]:
+def history(via: PlantVia) -> list[Message]:
     return [
         Message.system(SYSTEM),
         Message.user("Cancel my order, the one from before."),
-        *plant_messages(Plant(PLAN, via=via), "rein"),  # type: ignore[arg-type]
+        *plant_messages(Plant(PLAN, via=via), "rein"),
     ]
 
 
@@ -62,7 +62,7 @@ def render(messages: list[Message], tools: list[dict] | None = TOOLS) -> str:
 
 @pytest.mark.parametrize("via", ["think_tool", "reasoning_block"])
 @pytest.mark.parametrize("tools", [TOOLS, None], ids=["tools", "plain"])
-def test_the_plan_is_the_open_start_of_the_assistant_turn(via: str, tools: list[dict] | None) -> None:
+def test_the_plan_is_the_open_start_of_the_assistant_turn(via: PlantVia, tools: list[dict] | None) -> None:
     prompt = render(history(via), tools)
     assert prompt.endswith(OPEN + PLAN)  # nothing after the plan: no end of turn, no user turn
     assert prompt.count(PLAN) == 1 and prompt.count("<|im_start|>user") == 1
@@ -79,7 +79,7 @@ def test_a_reasoning_block_plan_reaches_the_prompt() -> None:
 
 
 @pytest.mark.parametrize("via", ["think_tool", "reasoning_block"])
-def test_the_system_prompt_and_everything_before_the_plan_are_unchanged(via: str) -> None:
+def test_the_system_prompt_and_everything_before_the_plan_are_unchanged(via: PlantVia) -> None:
     without = history(via)[:2]
     assert render(history(via)) == render(without) + PLAN
     assert render(history(via), None) == render(without, None) + PLAN
@@ -135,10 +135,10 @@ def verdict(error_type: str) -> str:
 
 
 @pytest.mark.parametrize("via", ["think_tool", "reasoning_block"])
-async def test_a_rein_plant_reaches_the_embedded_prompt_and_the_thread_stores_it_once(via: str) -> None:
+async def test_a_rein_plant_reaches_the_embedded_prompt_and_the_thread_stores_it_once(via: PlantVia) -> None:
     inception = ScriptedModel([verdict("vague_reference")])
     model = ScriptedModel([call("report_internal_error", summary="which order?"), reply("Which order do you mean?")])
-    rein = ReInIntervention(detector="llm", model=inception, via=via)  # type: ignore[arg-type]
+    rein = ReInIntervention(detector="llm", model=inception, via=via)
     agent = Agent(model, with_recovery_tools([cancel_pending_order]), SYSTEM, interventions=[rein], checkpointer="memory")
     result = await agent.ainvoke("Cancel my order, the one from before.")
     planted = result.interventions[0]["text"]

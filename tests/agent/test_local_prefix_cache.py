@@ -10,7 +10,7 @@ from llama_cpp import llama_chat_format
 
 from agent.messages import Message, ModelRequest
 from agent.models.local import LoadedModel
-from agent.models.local_prompt import build_plan, render_prompt, stable_prefix
+from agent.models.local_prompt import ToolProtocol, build_plan, render_prompt, stable_prefix
 from agent.models.prefix_cache import (
     PrefixCache,
     PrefixState,
@@ -118,7 +118,7 @@ def formatter(generation: bool) -> llama_chat_format.Jinja2ChatFormatter:
 
 
 @pytest.mark.parametrize("protocol", ["action", "json"])
-def test_the_stable_prefix_is_the_rendered_system_block_with_its_tool_list(protocol: str) -> None:
+def test_the_stable_prefix_is_the_rendered_system_block_with_its_tool_list(protocol: ToolProtocol) -> None:
     first = ModelRequest(
         messages=[Message.system("Follow the policy."), Message.user("What is 2+2?")],
         tools=[calculate.openai_schema()],
@@ -129,7 +129,7 @@ def test_the_stable_prefix_is_the_rendered_system_block_with_its_tool_list(proto
     )
     blocks = []
     for request in (first, later):
-        plan = build_plan(request, protocol)  # type: ignore[arg-type]
+        plan = build_plan(request, protocol)
         text, _ = render_prompt(formatter(True), plan)
         block = stable_prefix(formatter(False), plan)
         assert text.startswith(block) and len(text) > len(block)

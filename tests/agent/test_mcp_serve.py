@@ -53,8 +53,9 @@ async def converse(client: Client, notes: Path) -> None:
     listed = {t.name: t for t in (await client.list_tools()).tools}
     assert sorted(listed) == ["echo-bot", "echo-bot.lookup", "echo-bot.note"]  # wipe needs approval
     assert listed["echo-bot"].input_schema["required"] == ["message"]
-    assert listed["echo-bot.lookup"].annotations.read_only_hint is True
-    assert listed["echo-bot.note"].annotations.destructive_hint is True
+    lookup, note = listed["echo-bot.lookup"].annotations, listed["echo-bot.note"].annotations
+    assert lookup is not None and lookup.read_only_hint is True
+    assert note is not None and note.destructive_hint is True
     assert listed["echo-bot.note"].input_schema["properties"]["text"]["type"] == "string"
 
     first = await client.call_tool("echo-bot", {"message": "hello there", "thread_id": "t1"})
@@ -158,12 +159,12 @@ async def ask(server: AgentMcpServer, *calls: dict[str, Any], tool: str = "bot")
 
 
 def test_a_model_error_is_a_tool_error_and_the_server_keeps_serving() -> None:
-    agent = Agent(ScriptedModel([], name="empty"), name="bot", checkpointer="memory")
-    server = serve(agent)
+    model = ScriptedModel([], name="empty")
+    server = serve(Agent(model, name="bot", checkpointer="memory"))
 
     async def both() -> list[Any]:
         failed = await ask(server, {"message": "hi", "thread_id": "x"})
-        agent.model.add(reply("back"))  # type: ignore[attr-defined]
+        model.add(reply("back"))
         return [*failed, *(await ask(server, {"message": "hi again", "thread_id": "x"}))]
 
     failed, ok = asyncio.run(both())

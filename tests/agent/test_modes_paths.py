@@ -19,6 +19,7 @@ from agent.modes import (
     step_message,
     step_of,
 )
+from agent.plugin_api import Mode
 from tools import CallRequest, execute_calls, tool
 from tools.tool import ToolKind
 
@@ -50,15 +51,15 @@ TOOLS = {"slow_lookup": slow_lookup}
 SCHEMAS = [slow_lookup.openai_schema()]
 
 
-async def drive(model: ScriptedModel, mode: str, query: str, *, limit: int | None = None,
+async def drive(model: ScriptedModel, mode: Mode, query: str, *, limit: int | None = None,
                 config: ModeConfig = A2FM_MODES, history: list[Message] | None = None) -> list[Message]:
     """One turn through the mode path, the way the graph's model and tools nodes run it."""
     messages = [*(history or []), Message.user(query)]
     start = len(messages) - 1
-    cap = StepLimits().for_mode(mode) if limit is None else limit  # type: ignore[arg-type]
+    cap = StepLimits().for_mode(mode) if limit is None else limit
     steps = 0
     while steps < cap:
-        step = mode_step(mode, messages, SCHEMAS, ModelSettings(max_tokens=500), system=SYSTEM, step=steps,  # type: ignore[arg-type]
+        step = mode_step(mode, messages, SCHEMAS, ModelSettings(max_tokens=500), system=SYSTEM, step=steps,
                          limit=cap, config=config)
         response = await model.complete(step.request)
         steps += 1

@@ -32,7 +32,7 @@ def lookup(key: str) -> str:
 
 def make(steps: list, **kw: object) -> tuple[Agent, ScriptedModel]:
     model = ScriptedModel(steps)
-    agent = Agent(model, [lookup], "You are helpful.", checkpointer="memory", **kw)  # type: ignore[arg-type]
+    agent = Agent(model, [lookup], "You are helpful.", checkpointer="memory", **kw)
     agent.deps.mode_config = A2FM_MODES
     return agent, model
 

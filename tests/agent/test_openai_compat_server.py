@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from openai_server_util import Fault, FaultProxy, LlamaServer, missing_server_modules
 
 from agent.messages import Message, ModelRequest, ModelResponse, ModelSettings, ToolCall
 from agent.models.base import TextDelta
@@ -39,9 +40,7 @@ WEATHER_TOOL = get_weather.openai_schema()
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[object]:
-    from openai_server_util import LlamaServer, missing_server_modules
-
+def server() -> Iterator[LlamaServer]:
     missing = missing_server_modules()
     if missing:
         pytest.skip(
@@ -59,10 +58,8 @@ def server() -> Iterator[object]:
 
 
 @pytest.fixture(scope="module")
-def proxy(server: object) -> Iterator[object]:
-    from openai_server_util import FaultProxy
-
-    px = FaultProxy(server.port)  # type: ignore[attr-defined]
+def proxy(server: LlamaServer) -> Iterator[FaultProxy]:
+    px = FaultProxy(server.port)
     try:
         yield px
     finally:
@@ -75,10 +72,17 @@ def _fresh_proxy(request: pytest.FixtureRequest) -> None:
         request.getfixturevalue("proxy").reset()
 
 
-def ask(text: str, max_tokens: int = 12, **kw: object) -> ModelRequest:
+def ask(text: str, max_tokens: int = 12) -> ModelRequest:
     return ModelRequest(
-        messages=[Message.user(text)], settings=ModelSettings(max_tokens=max_tokens, temperature=0), **kw
+        messages=[Message.user(text)], settings=ModelSettings(max_tokens=max_tokens, temperature=0)
     )
+
+
+def city_of(call: ToolCall) -> str:
+    """The `city` argument of a get_weather call; a failed assert when it is not a string."""
+    city = (call.parsed_arguments() or {}).get("city")
+    assert isinstance(city, str), call.arguments
+    return city
 
 
 def weather_request(max_tokens: int = 40) -> ModelRequest:
@@ -89,8 +93,8 @@ def weather_request(max_tokens: int = 40) -> ModelRequest:
     )
 
 
-async def test_completes_text_and_finds_the_model_name(server: object) -> None:
-    model = OpenAIModel(base_url=server.base_url, api_key=KEY)  # type: ignore[attr-defined]
+async def test_completes_text_and_finds_the_model_name(server: LlamaServer) -> None:
+    model = OpenAIModel(base_url=server.base_url, api_key=KEY)
     try:
         response = await model.complete(ask("Reply with one word: the capital of France."))
     finally:
@@ -102,8 +106,8 @@ async def test_completes_text_and_finds_the_model_name(server: object) -> None:
     assert response.usage.requests == 1
 
 
-async def test_streams_text_deltas_then_the_final_response(server: object) -> None:
-    model = OpenAIModel("qwen", base_url=server.base_url, api_key=KEY)  # type: ignore[attr-defined]
+async def test_streams_text_deltas_then_the_final_response(server: LlamaServer) -> None:
+    model = OpenAIModel("qwen", base_url=server.base_url, api_key=KEY)
     try:
         items = [item async for item in model.stream(ask("Count from 1 to 5, separated by commas."))]
     finally:
@@ -116,23 +120,23 @@ async def test_streams_text_deltas_then_the_final_response(server: object) -> No
     assert "1" in final.text and "3" in final.text
 
 
-async def test_tool_call_written_as_text_becomes_a_typed_call(server: object) -> None:
+async def test_tool_call_written_as_text_becomes_a_typed_call(server: LlamaServer) -> None:
     # llama.cpp's generic chat handler leaves tool calls in the content; the adapter parses them.
-    model = OpenAIModel("qwen", base_url=server.base_url, api_key=KEY)  # type: ignore[attr-defined]
+    model = OpenAIModel("qwen", base_url=server.base_url, api_key=KEY)
     try:
         response = await model.complete(weather_request())
     finally:
         await model.aclose()
     assert response.finish_reason == "tool_calls"
     assert [c.name for c in response.tool_calls] == ["get_weather"]
-    assert "paris" in response.tool_calls[0].parsed_arguments()["city"].lower()  # type: ignore[index]
+    assert "paris" in city_of(response.tool_calls[0]).lower()
     assert response.text == ""
 
 
-async def test_streamed_tool_call_deltas_are_assembled(server: object) -> None:
+async def test_streamed_tool_call_deltas_are_assembled(server: LlamaServer) -> None:
     # A named tool_choice makes the server stream structured tool_call deltas.
     forced = {"tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
-    model = OpenAIModel("qwen", base_url=server.base_url, api_key=KEY, extra_body=forced)  # type: ignore[attr-defined]
+    model = OpenAIModel("qwen", base_url=server.base_url, api_key=KEY, extra_body=forced)
     try:
         items = [item async for item in model.stream(weather_request())]
     finally:
@@ -143,10 +147,10 @@ async def test_streamed_tool_call_deltas_are_assembled(server: object) -> None:
     assert final.finish_reason == "tool_calls"
     (call,) = final.tool_calls
     assert call.name == "get_weather" and call.id
-    assert "paris" in call.parsed_arguments()["city"].lower()  # type: ignore[index]
+    assert "paris" in city_of(call).lower()
 
 
-async def test_tool_result_history_is_accepted_by_the_server(proxy: object) -> None:
+async def test_tool_result_history_is_accepted_by_the_server(proxy: FaultProxy) -> None:
     call = ToolCall(id="call_1", name="get_weather", arguments='{"city": "Paris"}')
     request = ModelRequest(
         messages=[
@@ -156,57 +160,51 @@ async def test_tool_result_history_is_accepted_by_the_server(proxy: object) -> N
         ],
         settings=ModelSettings(max_tokens=14, temperature=0),
     )
-    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=KEY, send_reasoning=True)  # type: ignore[attr-defined]
+    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=KEY, send_reasoning=True)
     try:
         response = await model.complete(request)
     finally:
         await model.aclose()
     assert response.text and response.usage.input_tokens > 20
-    (seen,) = proxy.seen  # type: ignore[attr-defined]
+    (seen,) = proxy.seen
     sent = json.loads(seen.body)["messages"]
     assert sent[1]["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
     assert sent[1]["reasoning_content"] == "I should look it up."
     assert sent[2] == {"role": "tool", "tool_call_id": "call_1", "content": "Sunny, 24 degrees Celsius"}
 
 
-async def test_429_with_retry_after_is_retried_and_honoured(proxy: object) -> None:
-    from openai_server_util import Fault
-
-    proxy.inject(Fault(429, headers={"retry-after": "0.4"}, message="slow down"), count=2)  # type: ignore[attr-defined]
-    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=KEY, retry_policy=FAST)  # type: ignore[attr-defined]
+async def test_429_with_retry_after_is_retried_and_honoured(proxy: FaultProxy) -> None:
+    proxy.inject(Fault(429, headers={"retry-after": "0.4"}, message="slow down"), count=2)
+    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=KEY, retry_policy=FAST)
     try:
         response = await model.complete(ask("Say hi.", max_tokens=4))
     finally:
         await model.aclose()
     assert response.text
-    seen = proxy.seen  # type: ignore[attr-defined]
+    seen = proxy.seen
     assert [s.outcome for s in seen] == ["status:429", "status:429", "forwarded"]
     assert model.last_retry_log.attempts == 3
     assert model.last_retry_log.waits == [0.4, 0.4]  # the server's hint, not our 0.05 s backoff
     assert seen[1].at - seen[0].at >= 0.38 and seen[2].at - seen[1].at >= 0.38
 
 
-async def test_500s_are_retried_for_a_stream(proxy: object) -> None:
-    from openai_server_util import Fault
-
-    proxy.inject(Fault(500, message="upstream exploded"), count=2)  # type: ignore[attr-defined]
-    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=KEY, retry_policy=FAST)  # type: ignore[attr-defined]
+async def test_500s_are_retried_for_a_stream(proxy: FaultProxy) -> None:
+    proxy.inject(Fault(500, message="upstream exploded"), count=2)
+    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=KEY, retry_policy=FAST)
     try:
         items = [i async for i in model.stream(ask("Count from 1 to 3.", max_tokens=10))]
     finally:
         await model.aclose()
     assert isinstance(items[-1], ModelResponse) and items[-1].text
-    assert [s.outcome for s in proxy.seen] == ["status:500", "status:500", "forwarded"]  # type: ignore[attr-defined]
+    assert [s.outcome for s in proxy.seen] == ["status:500", "status:500", "forwarded"]
     assert len(model.last_retry_log.waits) == 2
     assert all(0.0 < w <= 0.2 for w in model.last_retry_log.waits)
 
 
-async def test_dropped_and_hung_connections_are_retried(proxy: object) -> None:
-    from openai_server_util import Fault
-
-    proxy.inject(Fault(kind="drop"))  # type: ignore[attr-defined]
-    proxy.inject(Fault(kind="hang", delay=3.0))  # type: ignore[attr-defined]
-    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=KEY, timeout=1.0, retry_policy=FAST)  # type: ignore[attr-defined]
+async def test_dropped_and_hung_connections_are_retried(proxy: FaultProxy) -> None:
+    proxy.inject(Fault(kind="drop"))
+    proxy.inject(Fault(kind="hang", delay=3.0))
+    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=KEY, timeout=1.0, retry_policy=FAST)
     try:
         response = await model.complete(ask("Say hi.", max_tokens=4))
     finally:
@@ -217,11 +215,9 @@ async def test_dropped_and_hung_connections_are_retried(proxy: object) -> None:
     assert model.last_retry_log.reasons[1] == "timeout"
 
 
-async def test_persistent_429_gives_up_with_a_clear_error(proxy: object) -> None:
-    from openai_server_util import Fault
-
-    proxy.inject(Fault(429, headers={"retry-after-ms": "20"}, message="rate limited"), count=10)  # type: ignore[attr-defined]
-    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=KEY, max_retries=2)  # type: ignore[attr-defined]
+async def test_persistent_429_gives_up_with_a_clear_error(proxy: FaultProxy) -> None:
+    proxy.inject(Fault(429, headers={"retry-after-ms": "20"}, message="rate limited"), count=10)
+    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=KEY, max_retries=2)
     try:
         with pytest.raises(ModelAPIError) as info:
             await model.complete(ask("Say hi."))
@@ -229,7 +225,7 @@ async def test_persistent_429_gives_up_with_a_clear_error(proxy: object) -> None
         await model.aclose()
     assert info.value.status_code == 429 and info.value.attempts == 3
     assert "after 3 attempts" in str(info.value) and "rate limited" in str(info.value)
-    assert len(proxy.seen) == 3  # type: ignore[attr-defined]
+    assert len(proxy.seen) == 3
     assert model.last_retry_log.waits == [0.02, 0.02]
 
 
@@ -241,13 +237,11 @@ async def test_persistent_429_gives_up_with_a_clear_error(proxy: object) -> None
     ],
 )
 async def test_errors_that_retrying_cannot_fix_fail_at_once(
-    proxy: object, key: str, fault: str | None, status: int, needle: str
+    proxy: FaultProxy, key: str, fault: str | None, status: int, needle: str
 ) -> None:
-    from openai_server_util import Fault
-
     if fault == "quota":
-        proxy.inject(Fault(429, message="You exceeded your current quota", code="insufficient_quota"))  # type: ignore[attr-defined]
-    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=key, retry_policy=FAST)  # type: ignore[attr-defined]
+        proxy.inject(Fault(429, message="You exceeded your current quota", code="insufficient_quota"))
+    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=key, retry_policy=FAST)
     try:
         with pytest.raises(ModelAPIError) as info:
             await model.complete(ask("Say hi."))
@@ -255,11 +249,11 @@ async def test_errors_that_retrying_cannot_fix_fail_at_once(
         await model.aclose()
     assert info.value.status_code == status and info.value.attempts == 1
     assert needle in str(info.value)
-    assert len(proxy.seen) == 1  # type: ignore[attr-defined]
+    assert len(proxy.seen) == 1
 
 
-async def test_a_real_400_carries_the_servers_message(proxy: object) -> None:
-    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=KEY, retry_policy=FAST)  # type: ignore[attr-defined]
+async def test_a_real_400_carries_the_servers_message(proxy: FaultProxy) -> None:
+    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=KEY, retry_policy=FAST)
     too_long = ModelRequest(messages=[Message.user("word " * 2500)], settings=ModelSettings(max_tokens=4))
     started = time.monotonic()
     try:
@@ -269,23 +263,21 @@ async def test_a_real_400_carries_the_servers_message(proxy: object) -> None:
         await model.aclose()
     assert info.value.status_code == 400 and info.value.attempts == 1
     assert "context length" in str(info.value)
-    assert len(proxy.seen) == 1  # type: ignore[attr-defined]
+    assert len(proxy.seen) == 1
     assert time.monotonic() - started < 10
 
 
-async def test_rejected_optional_fields_are_dropped_and_remembered(proxy: object) -> None:
+async def test_rejected_optional_fields_are_dropped_and_remembered(proxy: FaultProxy) -> None:
     """A server that refuses reasoning_content or stream_options still gets served, once told."""
-    from openai_server_util import Fault
-
     history = [
         Message.user("Say hi."),
         Message.assistant("Hi!", reasoning="greeting"),
         Message.user("Again, one word."),
     ]
     request = ModelRequest(messages=history, settings=ModelSettings(max_tokens=4, temperature=0))
-    proxy.inject(Fault(400, message="Unrecognized field: messages[1].reasoning_content"))  # type: ignore[attr-defined]
-    proxy.inject(Fault(422, message="stream_options is not supported"))  # type: ignore[attr-defined]
-    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=KEY, retry_policy=FAST)  # type: ignore[attr-defined]
+    proxy.inject(Fault(400, message="Unrecognized field: messages[1].reasoning_content"))
+    proxy.inject(Fault(422, message="stream_options is not supported"))
+    model = OpenAIModel("qwen", base_url=proxy.base_url, api_key=KEY, retry_policy=FAST)
     try:
         items = [i async for i in model.stream(request)]
         assert isinstance(items[-1], ModelResponse) and items[-1].text
@@ -293,8 +285,8 @@ async def test_rejected_optional_fields_are_dropped_and_remembered(proxy: object
         assert isinstance(again[-1], ModelResponse)
     finally:
         await model.aclose()
-    bodies = [json.loads(s.body) for s in proxy.seen]  # type: ignore[attr-defined]
-    assert [s.outcome for s in proxy.seen] == ["status:400", "status:422", "forwarded", "forwarded"]  # type: ignore[attr-defined]
+    bodies = [json.loads(s.body) for s in proxy.seen]
+    assert [s.outcome for s in proxy.seen] == ["status:400", "status:422", "forwarded", "forwarded"]
     assert "reasoning_content" in bodies[0]["messages"][1] and "stream_options" in bodies[1]
     assert "reasoning_content" not in bodies[1]["messages"][1]
     assert "stream_options" not in bodies[2] and "stream_options" not in bodies[3]

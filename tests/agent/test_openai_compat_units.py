@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from types import SimpleNamespace as NS
 
 import pytest
 
-from agent.messages import Message, ToolCall
+from agent.messages import Message, ModelRequest, ModelSettings, ToolCall
 from agent.models.base import ModelError
 from agent.models.openai_compat import OpenAIModel, is_local_url
 from agent.models.openai_wire import (
@@ -152,7 +153,7 @@ async def test_call_with_retries_stops_on_fatal_and_when_out_of_retries() -> Non
     async def sleep(s: float) -> None:
         slept.append(s)
 
-    outcomes = iter([TimeoutError("t"), ConnectionError("c"), "ok"])
+    outcomes: Iterator[Exception | str] = iter([TimeoutError("t"), ConnectionError("c"), "ok"])
 
     async def flaky() -> str:
         item = next(outcomes)
@@ -181,8 +182,8 @@ async def test_call_with_retries_stops_on_fatal_and_when_out_of_retries() -> Non
 def test_local_urls_need_no_key_and_remote_ones_do(monkeypatch: pytest.MonkeyPatch) -> None:
     for url in ("http://localhost:8000/v1", "http://127.0.0.1:1/v1", "http://[::1]:8/v1", "http://192.168.1.5/v1", "http://gpu.local/v1"):
         assert is_local_url(url), url
-    for url in ("https://api.openai.com/v1", "https://8.8.8.8/v1", None):
-        assert not is_local_url(url), url
+    for remote in ("https://api.openai.com/v1", "https://8.8.8.8/v1", None):
+        assert not is_local_url(remote), remote
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with pytest.raises(ModelError, match="OPENAI_API_KEY"):
@@ -205,7 +206,5 @@ def test_environment_supplies_url_key_and_model(monkeypatch: pytest.MonkeyPatch)
     assert "max_tokens" in model._params(_req(), "served-model")
 
 
-def _req():  # type: ignore[no-untyped-def]
-    from agent.messages import ModelRequest, ModelSettings
-
+def _req() -> ModelRequest:
     return ModelRequest(messages=[Message.user("hi")], settings=ModelSettings(max_tokens=5, seed=1, stop=["x"]))

@@ -125,7 +125,9 @@ def test_rein_declares_its_own_plugins_and_they_load() -> None:
     commands = entry_points.names(entry_points.COMMANDS)
     assert {"chat", "demo", "run", "replay", "route", "jigsaw", "graph", "serve", "models"} <= set(commands)
     for name in commands:
-        module = entry_points.find(entry_points.COMMANDS, name).load()  # type: ignore[union-attr]
+        found = entry_points.find(entry_points.COMMANDS, name)
+        assert found is not None, name
+        module = found.load()
         assert callable(module.add_arguments) and callable(module.run), name
 
 
@@ -152,7 +154,9 @@ async def test_a_spec_uses_the_plugins_toolkit_intervention_and_mode_policy(inst
     await agent.aclose()
 
     model = ScriptedModel([call("shout", {"text": "hi"}), reply("done")])
-    agent = Agent(model=model, tools=load_toolkit("shout", suffix="?"), interventions=[load_intervention("whisper")],
+    whisper = load_intervention("whisper")
+    assert whisper is not None
+    agent = Agent(model=model, tools=load_toolkit("shout", suffix="?"), interventions=[whisper],
                   mode_policy=load_mode_policy("hasty"), checkpointer="memory")
     result = await agent.ainvoke("say hi", thread_id="t")
     await agent.aclose()

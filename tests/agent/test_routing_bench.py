@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -12,10 +13,11 @@ ROOT = Path(__file__).resolve().parents[2]
 SHARED = (ROOT / ".." / "shared" / "data" / "routing").resolve()
 
 
-def load_bench():
+def load_bench() -> ModuleType:
     spec = importlib.util.spec_from_file_location("routing_bench", ROOT / "bench" / "routing.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 

@@ -51,4 +51,4 @@ def test_exact_grader_keeps_expected_punctuation() -> None:
 
 def test_unknown_grader_type_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown grader"):
-        grade(Grader("regex", "x"), "x")  # type: ignore[arg-type]
+        grade(Grader("regex", "x"), "x")  # type: ignore[arg-type]  # an unknown grader type, on purpose

@@ -83,8 +83,10 @@ def test_bootstrap_interval_covers_the_mean_and_narrows_with_n() -> None:
     small = mean_interval([1, 0] * 10, samples=500)
     large = mean_interval([1, 0] * 500, samples=500)
     assert small.value == large.value == 0.5
-    assert small.low < 0.5 < small.high and large.low < 0.5 < large.high
-    assert (large.high - large.low) < (small.high - small.low) / 3
+    s_low, s_high, l_low, l_high = small.low, small.high, large.low, large.high
+    assert s_low is not None and s_high is not None and l_low is not None and l_high is not None
+    assert s_low < 0.5 < s_high and l_low < 0.5 < l_high
+    assert (l_high - l_low) < (s_high - s_low) / 3
     assert mean_interval([1, 1, 1]).as_dict() == {"value": 1.0, "low": 1.0, "high": 1.0}
     assert mean_interval([1, 0] * 10, samples=300, seed=7) == mean_interval([1, 0] * 10, samples=300, seed=7)
 
@@ -111,3 +113,23 @@ def test_score_oracle_pairs_strategies_on_the_same_rows() -> None:
     assert report.strategies["routed"].accuracy.value == 1.0
     assert report.strategies["oracle"].tokens_per_pass.value == pytest.approx((10 * 10 + 10 * 50) / 20)
     assert report.strategies["always-instant"].accuracy.value == 0.5
+
+
+def test_each_strategy_is_a_cost_of_pass_with_intervals_and_list_price_dollars() -> None:
+    from agent.ledger import DEFAULT_PRICES
+    from agent.routing.oracle import OracleRow
+
+    runs = {"instant": ModeRun(False, 100, output_tokens=20), "reasoning": ModeRun(True, 1000, output_tokens=400),
+            "agentic": ModeRun(True, 3000, output_tokens=500)}
+    rows = [OracleRow("a", "q", "gpt-4o-mini", runs, oracle=oracle_label(runs)),
+            OracleRow("b", "q", "local:qwen2.5-coder-0.5b", runs, oracle=oracle_label(runs))]
+    report = score_oracle(rows, ["instant", "agentic"], samples=50)
+    routed = report.strategies["routed"]
+    assert (routed.cost.attempts, routed.cost.correct, routed.cost.tokens) == (2, 1, 3100)
+    assert routed.accuracy.value == routed.cost.accuracy == 0.5
+    assert routed.tokens_per_pass.value == routed.cost.tokens_per_pass == 3100
+    # Only the priced model costs dollars: its instant run (the local model is free).
+    assert routed.cost.dollars == pytest.approx(DEFAULT_PRICES["gpt-4o-mini"].dollars(80, 20))
+    assert report.strategies["always-reasoning"].cost.dollars == pytest.approx(
+        DEFAULT_PRICES["gpt-4o-mini"].dollars(600, 400))
+    assert report.as_dict()["strategies"]["routed"]["tokens"] == 3100

@@ -6,7 +6,7 @@ import pytest
 
 from agent.ledger import CostLedger
 from agent.messages import Message
-from agent.models import FunctionModel, ScriptedModel
+from agent.models import FunctionModel, Model, ScriptedModel
 from agent.plugin_api import InterventionContext
 from agent.plugins import load_mode_policy
 from agent.routing import SelfRouter, classification_tag, parse_classification
@@ -33,9 +33,9 @@ def test_parse_classification_is_lenient(text: str, mode: str | None) -> None:
     assert parse_classification(text) == mode
 
 
-def ctx_for(query: str, model: object, tools: list[dict] | None = None) -> InterventionContext:
+def ctx_for(query: str, model: Model, tools: list[dict] | None = None) -> InterventionContext:
     return InterventionContext(dialogue=[Message.user("earlier"), Message.assistant("ok"), Message.user(query)],
-                               tools=tools or [], turn=1, model=model, ledger=CostLedger())  # type: ignore[arg-type]
+                               tools=tools or [], turn=1, model=model, ledger=CostLedger())
 
 
 async def test_decide_asks_the_agent_model_for_a_tag_and_books_the_spend() -> None:
@@ -77,6 +77,6 @@ async def test_router_model_by_name_and_plugin_registry() -> None:
 
 def test_invalid_modes_are_rejected() -> None:
     with pytest.raises(ValueError, match="forced mode"):
-        SelfRouter(forced="slow")  # type: ignore[arg-type]
+        SelfRouter(forced="slow")  # type: ignore[arg-type]  # not a mode, on purpose
     with pytest.raises(ValueError, match="fallback"):
-        SelfRouter(fallback="never")  # type: ignore[arg-type]
+        SelfRouter(fallback="never")  # type: ignore[arg-type]  # not a mode, on purpose

@@ -8,7 +8,8 @@ import pytest
 from graphs_testdata import PASSAGES, QUESTIONS, SHARED_MUSIQUE
 
 from graphs.bm25 import BM25Retriever
-from graphs.corpus import load_corpus, load_questions
+from graphs.corpus import Question, load_corpus, load_questions
+from graphs.gfm.gfm_retriever import GFMRetriever
 from graphs.retrieval_eval import evaluate, recall_at_k, split_questions
 from graphs.retriever_registry import RETRIEVERS, make_retriever
 from graphs.store import load_graph
@@ -42,10 +43,11 @@ def test_retriever_returns_ranked_hits(name: str, loaded, embedder) -> None:  # 
 
 def test_gfm_ranks_nodes_of_any_layer(loaded, embedder) -> None:  # noqa: ANN001
     r = make_retriever("gfm", loaded, embedder)
-    ents = r.top_nodes(QUESTIONS[1][1], k=3, layer="entity")  # type: ignore[attr-defined]
+    assert isinstance(r, GFMRetriever)
+    ents = r.top_nodes(QUESTIONS[1][1], k=3, layer="entity")
     assert len(ents) == 3 and all(n.startswith("ent:") for n, _, _ in ents)
     assert [s for _, _, s in ents] == sorted((s for _, _, s in ents), reverse=True)
-    docs = r.top_nodes(QUESTIONS[1][1], k=2, layer="document")  # type: ignore[attr-defined]
+    docs = r.top_nodes(QUESTIONS[1][1], k=2, layer="document")
     assert [int(n.split(":")[1]) for n, _, _ in docs] == [h.doc_index for h in r.retrieve(QUESTIONS[1][1], 2)]
 
 
@@ -71,10 +73,11 @@ def test_evaluate_leaves_out_trained_questions(loaded, embedder, tmp_path: Path)
 
 def test_recall_and_split_helpers() -> None:
     assert recall_at_k([3, 1, 2], {1, 9}, 2) == 0.5
-    qs = list(range(10))
-    a, b = split_questions(qs, seed=0)  # type: ignore[arg-type]
-    assert len(a) == len(b) == 5 and sorted(a + b) == qs
-    assert split_questions(qs, seed=0) == (a, b)  # type: ignore[arg-type]
+    qs = [Question(str(i), f"question {i}", (i,)) for i in range(10)]
+    a, b = split_questions(qs, seed=0)
+    assert len(a) == len(b) == 5 and sorted(q.gold for q in a + b) == [q.gold for q in qs]
+    assert a != qs[:5]  # shuffled, not cut in file order
+    assert split_questions(qs, seed=0) == (a, b)
 
 
 def test_bm25_matches_the_musique_floor() -> None:

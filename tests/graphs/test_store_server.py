@@ -15,7 +15,7 @@ from conftest import free_port
 from graphs_testdata import QUESTIONS, write_files
 
 from agent.cli import main
-from graphs.embedding import resolve_embedder
+from graphs.embedding import Embedder, resolve_embedder
 from graphs.errors import GraphStoreError
 from graphs.quadgraph import QuadGraph
 from graphs.retriever_registry import make_retriever
@@ -39,11 +39,11 @@ print(json.dumps(out))
 """
 
 
-def _rankings(qg: QuadGraph, embedder: object, names: tuple[str, ...]) -> dict[str, list[list[list[float]]]]:
+def _rankings(qg: QuadGraph, embedder: Embedder, names: tuple[str, ...]) -> dict[str, list[list[list[float]]]]:
     """Per retriever, per query: [doc_index, score] of the top 5 (lists, to compare with JSON)."""
     out: dict[str, list[list[list[float]]]] = {}
     for name in names:
-        r = make_retriever(name, qg, embedder)  # type: ignore[arg-type]
+        r = make_retriever(name, qg, embedder)
         out[name] = [[[h.doc_index, round(h.score, 5)] for h in r.retrieve(q, 5)] for q in QUERIES]
     return out
 
@@ -66,14 +66,16 @@ def test_parse_store_tells_paths_from_urls(tmp_path: Path) -> None:
 
 
 def test_server_store_gives_the_embedded_rankings(
-    small_graph: QuadGraph, saved_graph: Path, server_graph: Path, chroma_server: str, embedder: object
+    small_graph: QuadGraph, saved_graph: Path, server_graph: Path, chroma_server: str, embedder: Embedder
 ) -> None:
     manifest = json.loads((server_graph / MANIFEST).read_text())
     assert manifest["store"] == {"location": chroma_server, "collections": "quadgraph_small"}
     assert not (server_graph / CHROMA_DIR).exists()
     served = load_graph(server_graph)
     assert served.meta["store"].is_server
-    np.testing.assert_allclose(served.embeddings, load_graph(saved_graph).embeddings, atol=1e-6)
+    remote, local = served.embeddings, load_graph(saved_graph).embeddings
+    assert remote is not None and local is not None
+    np.testing.assert_allclose(remote, local, atol=1e-6)
     names = ("dense", "ppr", "gfm")
     embedded = _rankings(load_graph(saved_graph), embedder, names)
     assert _rankings(served, embedder, names) == embedded
@@ -81,7 +83,7 @@ def test_server_store_gives_the_embedded_rankings(
 
 
 def test_two_processes_retrieve_the_same_from_the_server(
-    saved_graph: Path, server_graph: Path, embedder: object
+    saved_graph: Path, server_graph: Path, embedder: Embedder
 ) -> None:
     # The parent ranks first with the shared on-disk embedding cache the workers inherit, so the
     # workers read query vectors from it instead of each loading MiniLM.

@@ -10,6 +10,7 @@ import pytest
 from scenarios.canonical import canonical_hash
 from scenarios.domains import DOMAINS, load_domain, mock_toolkit
 from scenarios.domains.data import DATA_DIR, bundled_snapshot, domain_policy, read_json
+from scenarios.domains.environment import Side
 from tools.registry import load_toolkit
 from tools.tool import ToolKind
 
@@ -71,8 +72,9 @@ def test_toolkit_schemas_and_kinds_equal_tools_json(domain: str) -> None:
             t["mutates_state"] for t in spec[side]
         ]
     # Every method marked as a tool is listed in tools.json, and nothing more.
-    for side, key in (("assistant", "agent_tools"), ("user", "user_tools")):
-        marked = set(type(env)._members.get(("tool", side), {}))  # type: ignore[arg-type]
+    sides: tuple[tuple[Side, str], ...] = (("assistant", "agent_tools"), ("user", "user_tools"))
+    for side, key in sides:
+        marked = set(type(env)._members.get(("tool", side), {}))
         assert marked == {t["name"] for t in spec[key]}
     functions = {(f["env_type"], f["func_name"]) for f in spec["env_functions_not_tools"]}
     marked_functions = {

@@ -8,6 +8,7 @@ import pytest
 
 from scenarios.canonical import canonical_hash
 from scenarios.domains import DomainStateError, load_domain
+from scenarios.domains.environment import DomainEnvironment
 from tools.errors import ToolError
 from tools.execute import CallRequest, execute_calls
 
@@ -157,8 +158,9 @@ BOOKING = {
 }
 
 
-def _seats(env: object, number: str, date: str) -> dict[str, int]:
-    return env.db["flights"][number]["dates"][date]["available_seats"]  # type: ignore[attr-defined,no-any-return]
+def _seats(env: DomainEnvironment, number: str, date: str) -> dict[str, int]:
+    seats: dict[str, int] = env.db["flights"][number]["dates"][date]["available_seats"]
+    return seats
 
 
 def test_airline_booking_takes_seats_and_uses_the_certificate() -> None:

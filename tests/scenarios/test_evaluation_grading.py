@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from agent.messages import ModelRequest, ModelResponse
-from agent.models import FunctionModel
-from scenarios.grading import evaluate, gold_replay
+from agent.models import FunctionModel, Model
+from scenarios.grading import RewardBreakdown, evaluate, gold_replay
 from scenarios.loading import load_scenarios
 from scenarios.metrics import pass_hat_k, pass_k, pass_k_table, summarize
 from scenarios.orchestrator import RunOptions, run_scenario, script_model
@@ -24,7 +24,7 @@ EXAMPLES = ROOT / "scenarios" / "examples"
 DATA = ROOT / "scenarios" / "domains" / "data"
 
 CREATE_CALL = {"call": {"name": "create_task", "arguments": {"user_id": "user_1", "title": "Buy milk"}}}
-BASE = {
+BASE: dict[str, Any] = {
     "id": "grade",
     "domain": "mock",
     "user": {"turns": ["Create a task called Buy milk for user_1."]},
@@ -47,7 +47,7 @@ def make(script: list[dict[str, Any]] | None = None, **changes: Any) -> Scenario
     return Scenario.model_validate(data)
 
 
-async def grade(s: Scenario, judge: Any = None):  # type: ignore[no-untyped-def]
+async def grade(s: Scenario, judge: Model | None = None) -> RewardBreakdown:
     episode = await run_scenario(s, RunOptions(model=script_model))
     return await evaluate(s, episode, judge=judge)
 
@@ -82,7 +82,8 @@ async def test_missing_communicate_info() -> None:
 
 async def test_communicate_ignores_case_and_commas() -> None:
     s = make(evaluation={**BASE["evaluation"], "communicate_info": ["1,286 dollars"], "reward_basis": ["COMMUNICATE"]})
-    s.agent.script[1].say = "That costs 1286 DOLLARS."  # type: ignore[index]
+    assert s.agent.script is not None
+    s.agent.script[1].say = "That costs 1286 DOLLARS."
     assert (await grade(s)).success
 
 
@@ -175,10 +176,10 @@ async def test_gold_replay_applies_the_initial_state() -> None:
 async def test_a_scripted_gold_trajectory_passes_real_tau2_tasks(domain: str, task_id: str) -> None:
     task = next(s for s in load_scenarios(DATA / domain / "tasks.json") if s.id == task_id)
     assert task.evaluation is not None
-    script = [{"call": {"name": a.name, "arguments": a.arguments}} for a in task.evaluation.actions or []]
+    script: list[dict[str, Any]] = [{"call": {"name": a.name, "arguments": a.arguments}} for a in task.evaluation.actions or []]
     script.append({"say": "Done: " + "; ".join(task.evaluation.communicate_info or [])})
     s = Scenario.model_validate(
-        {**task.model_dump(), "user": ScriptedUserConfig(turns=["Hello"]).model_dump(), "agent": {"script": script}}
+        {**task.model_dump(), "user": ScriptedUserConfig.model_validate({"turns": ["Hello"]}).model_dump(), "agent": {"script": script}}
     )
     g = await grade(s)
     assert g.db.checked and g.db.match, (g.db, g.notes)

@@ -18,10 +18,11 @@ from scenarios.scenario import Scenario
 EXAMPLES = Path(__file__).resolve().parents[2] / "scenarios" / "jigsaw" / "examples"
 
 
-def test_jigsaw_scenarios_need_no_user_and_dialogues_still_do():
+def test_jigsaw_scenarios_need_no_user_and_dialogues_still_do() -> None:
     s = Scenario.model_validate({"id": "j", "kind": "jigsaw", "jigsaw": {"grid": 2}})
     assert s.domain == "jigsaw" and s.user is None and s.jigsaw is not None and s.jigsaw.grid == 2
-    assert Scenario.model_validate({"id": "j", "kind": "jigsaw"}).jigsaw.grid == 3  # type: ignore[union-attr]
+    default = Scenario.model_validate({"id": "j", "kind": "jigsaw"}).jigsaw
+    assert default is not None and default.grid == 3
     with pytest.raises(ValidationError, match="needs a user"):
         Scenario.model_validate({"id": "d", "domain": "mock"})
     with pytest.raises(ValidationError, match="no user"):
@@ -30,7 +31,7 @@ def test_jigsaw_scenarios_need_no_user_and_dialogues_still_do():
         Scenario.model_validate({"id": "j", "kind": "jigsaw", "jigsaw": {"grid": 2, "level": 3}})
 
 
-async def test_runner_grades_jigsaw_by_score_and_reports_the_final_arrangement(tmp_path):
+async def test_runner_grades_jigsaw_by_score_and_reports_the_final_arrangement(tmp_path: Path) -> None:
     scenarios = load_scenarios(EXAMPLES / "jigsaw.yaml")
     result = await run_batch(scenarios, RunOptions(model=script_model), tmp_path / "out", progress=False)
     payload = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -50,7 +51,7 @@ async def test_runner_grades_jigsaw_by_score_and_reports_the_final_arrangement(t
     assert report.count("<img class=final") == 2 and "src='data:image/png;base64," in report
 
 
-async def test_a_model_that_answers_early_scores_the_pieces_in_place(tmp_path):
+async def test_a_model_that_answers_early_scores_the_pieces_in_place(tmp_path: Path) -> None:
     scenario = Scenario.model_validate({"id": "early", "kind": "jigsaw", "jigsaw": {"grid": 2, "max_turns": 3}})
     model = ScriptedModel(['{"action": "answer"}'])
     await run_batch([scenario], RunOptions(model=model), tmp_path / "out", progress=False)
@@ -60,13 +61,13 @@ async def test_a_model_that_answers_early_scores_the_pieces_in_place(tmp_path):
     assert run["evaluation"]["components"]["SOLVED"] == 0.0
 
 
-def test_rein_run_cli_runs_jigsaw_scenarios_with_the_scripted_solver(tmp_path, capsys):
+def test_rein_run_cli_runs_jigsaw_scenarios_with_the_scripted_solver(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", str(EXAMPLES), "--model", "scripted", "--out", str(tmp_path / "o"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["ran"] == 2 and Path(out["files"]["report.html"]).exists()
 
 
-def test_jigsaw_solve_goes_through_the_agent(capsys):
+def test_jigsaw_solve_goes_through_the_agent(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["jigsaw", "solve", "--agent", "scripted", "--grid", "2", "--seed", "3", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["agent"] == "scripted" and payload["solved"] is True

@@ -10,7 +10,13 @@ import pytest
 from agent.messages import ModelRequest
 from agent.models import FunctionModel, ScriptedModel, call, reply
 from agent.plugin_api import InterventionContext, Plant
-from scenarios.orchestrator import RunOptions, build_environment, run_scenario, script_model
+from scenarios.orchestrator import (
+    Episode,
+    RunOptions,
+    build_environment,
+    run_scenario,
+    script_model,
+)
 from scenarios.scenario import Scenario
 
 pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
@@ -33,7 +39,7 @@ def scenario(base: dict[str, Any] = CREATE, **changes: Any) -> Scenario:
     return Scenario.model_validate({**base, **changes})
 
 
-async def run(s: Scenario, **options: Any):  # type: ignore[no-untyped-def]
+async def run(s: Scenario, **options: Any) -> Episode:
     return await run_scenario(s, RunOptions(model=options.pop("model", script_model), **options))
 
 
@@ -63,7 +69,7 @@ async def test_successful_conversation_is_fully_recorded() -> None:
 async def test_each_run_gets_a_fresh_environment() -> None:
     first = await run(scenario())
     second = await run(scenario())
-    assert first.env is not second.env
+    assert first.env is not second.env and second.env is not None
     assert len(second.env.db["tasks"]) == 2  # not 3: the first run's task is not there
     assert first.trajectory.end_db_hash == second.trajectory.end_db_hash
 

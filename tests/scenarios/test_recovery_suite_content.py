@@ -23,7 +23,7 @@ from scenarios.recovery.build import (
     UNSEEN,
     position_of,
 )
-from scenarios.scenario import Scenario
+from scenarios.scenario import Scenario, ScriptedUserConfig
 
 pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
 
@@ -31,6 +31,12 @@ pytestmark = pytest.mark.core  # needs no extra: also run on the bare core insta
 @pytest.fixture(scope="module")
 def suite() -> list[Scenario]:
     return load_scenarios(SUITE_PATH)
+
+
+def scripted_user(s: Scenario) -> ScriptedUserConfig:
+    """The scenario's user, which the suite always scripts."""
+    assert isinstance(s.user, ScriptedUserConfig), s.id
+    return s.user
 
 
 def kind(s: Scenario) -> str:
@@ -45,7 +51,7 @@ def test_every_type_at_every_position_in_both_domains(suite: list[Scenario]) -> 
     for s in plain:
         assert ("seen" if kind(s) in SEEN else "unseen") in s.tags
         # The error comes after the lead turns: identity, or identity and a read request.
-        lead = [t.say for t in s.user.turns] if s.errors[0].turn else []  # type: ignore[union-attr]
+        lead = [t.say for t in scripted_user(s).turns] if s.errors[0].turn else []
         assert len(lead) == s.errors[0].turn == (0 if position_of(s.tags) == "opening" else 1)
         if position_of(s.tags) == "after_read":
             assert any(step.call and step.call.name in ("get_order_details", "get_reservation_details") for step in s.agent.script or [])
@@ -63,7 +69,7 @@ def test_clarify_dialogues_ask_then_act(suite: list[Scenario]) -> None:
     assert {(s.domain, kind(s)) for s in clarify} == {(d, t) for d in ("retail", "airline") for t in ("vague_reference", "contradiction")}
     for s in clarify:
         assert s.evaluation is not None and [a.name for a in s.evaluation.actions or []] in (["cancel_pending_order"], ["cancel_reservation"])
-        assert len(s.user.turns) == 2  # type: ignore[union-attr]
+        assert len(scripted_user(s).turns) == 2
         assert "{" not in (s.errors[0].text or "") and "the other one" not in (s.errors[0].text or "")
 
 

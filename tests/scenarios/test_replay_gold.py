@@ -11,6 +11,7 @@ import pytest
 from scenarios.canonical import canonical_hash
 from scenarios.domains import DOMAINS, load_domain
 from scenarios.domains.data import bundled_snapshot, tasks_path
+from scenarios.domains.store import Snapshot
 from scenarios.replay import replay_domain, replay_task
 from scenarios.tau2_tasks import load_tasks
 
@@ -23,13 +24,20 @@ def _expected(domain: str) -> dict[str, Any]:
     path = TAU2 / domain / "expected_end_states.json"
     if not path.is_file():
         pytest.skip(f"shared tau2 data not found at {path}")
-    return json.loads(path.read_text())  # type: ignore[no-any-return]
+    expected: dict[str, Any] = json.loads(path.read_text())
+    return expected
+
+
+def _db(domain: str) -> Snapshot:
+    snapshot = bundled_snapshot(domain)
+    assert snapshot is not None, f"{domain} ships no db.json"
+    return snapshot
 
 
 @pytest.mark.parametrize("domain", list(DOMAINS))
 def test_bundled_replay_matches_expected_end_states_and_keeps_the_snapshot(domain: str) -> None:
     expected = _expected(domain)
-    assert bundled_snapshot(domain).canonical_hash() == expected["base_db_hash"]
+    assert _db(domain).canonical_hash() == expected["base_db_hash"]
     tasks = load_tasks(tasks_path(domain))
     assert {t.id for t in tasks} == set(expected["tasks"])
 
@@ -56,7 +64,7 @@ def test_bundled_replay_matches_expected_end_states_and_keeps_the_snapshot(domai
 
     # Full re-serialisation, not the cached record text: catches any in-place write to records
     # that the episodes share with the bundled snapshot.
-    assert canonical_hash(bundled_snapshot(domain).data) == expected["base_db_hash"]
+    assert canonical_hash(_db(domain).data) == expected["base_db_hash"]
 
 
 @pytest.mark.parametrize("domain", list(DOMAINS))

@@ -22,11 +22,11 @@ pytestmark = pytest.mark.core  # needs no extra: also run on the bare core insta
 EXAMPLES = Path(__file__).resolve().parents[2] / "scenarios" / "examples"
 
 
-def lines(path: Path) -> list[dict]:  # type: ignore[type-arg]
+def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
-def keys(records: list[dict]) -> list[str]:  # type: ignore[type-arg]
+def keys(records: list[dict[str, Any]]) -> list[str]:
     return [r["key"] for r in records]
 
 

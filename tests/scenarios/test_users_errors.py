@@ -11,10 +11,10 @@ from agent.messages import Message, ModelRequest
 from agent.models import FunctionModel
 from scenarios.domains import load_domain
 from scenarios.loading import load_scenarios
-from scenarios.scenario import InjectedError
+from scenarios.scenario import InjectedError, Scenario
 from scenarios.users.base import UserView
-from scenarios.users.error_templates import TEMPLATES, build_context, template_turn
-from scenarios.users.error_types import ERROR_TYPES
+from scenarios.users.error_templates import TEMPLATES, ErrorContext, build_context, template_turn
+from scenarios.users.error_types import ERROR_TYPES, ErrorTypeName
 from scenarios.users.injecting import ErrorInjectingUser
 from scenarios.users.scripted import ScriptedUser
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.core  # needs no extra: also run on the bare core insta
 DATA = Path(__file__).resolve().parents[2] / "scenarios" / "domains" / "data"
 
 
-def context_for(domain: str, task_id: str):  # type: ignore[no-untyped-def]
+def context_for(domain: str, task_id: str) -> tuple[Scenario, ErrorContext]:
     scenario = next(s for s in load_scenarios(DATA / domain / "tasks.json") if s.id == task_id)
     env = load_domain(domain)
     writes = [t for t in env.tool_names() if env.is_mutating(t)]
@@ -55,10 +55,10 @@ def test_context_from_real_retail_task() -> None:
 
 @pytest.mark.parametrize("domain,task_id", [("retail", "5"), ("airline", "3")])
 @pytest.mark.parametrize("error_type", list(ERROR_TYPES))
-async def test_each_error_type_from_task_data(domain: str, task_id: str, error_type: str) -> None:
+async def test_each_error_type_from_task_data(domain: str, task_id: str, error_type: ErrorTypeName) -> None:
     scenario, ctx = context_for(domain, task_id)
     base = ScriptedUser(["my own request"])
-    user = ErrorInjectingUser(base, [InjectedError(type=error_type, turn=0)], ctx, seed=3)  # type: ignore[arg-type]
+    user = ErrorInjectingUser(base, [InjectedError(type=error_type, turn=0)], ctx, seed=3)
     reply = await user.respond(UserView([Message.assistant("Hi!")], 0))
     record = reply.record
     assert record["injected_error"] == error_type

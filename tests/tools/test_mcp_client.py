@@ -37,9 +37,11 @@ def notes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def stdio(notes: Path | None = None, **options: object) -> McpServerConfig:
+def stdio(notes: Path | None = None, *, prefix: str = "", allow: list[str] | None = None,
+          needs_approval: bool | None = None) -> McpServerConfig:
     env = {"NOTES_FILE": str(notes)} if notes is not None else None
-    return McpServerConfig(command=sys.executable, args=[str(SERVER), "stdio"], env=env, **options)  # type: ignore[arg-type]
+    return McpServerConfig(command=sys.executable, args=[str(SERVER), "stdio"], env=env, prefix=prefix, allow=allow,
+                           needs_approval=needs_approval)
 
 
 def free_port() -> int:
@@ -295,7 +297,8 @@ async def test_http_server_stopped_then_restarted_between_calls(http_server: Htt
         # A new process on the same URL answers the next call (the 2026 protocol has no HTTP
         # session to lose; older servers' sessions are reopened as a dead connection is).
         is_error, _, pid = await run(tools, "pid", "{}")
-        assert not is_error and int(pid) == http_server.process.pid  # type: ignore[union-attr]
+        assert http_server.process is not None
+        assert not is_error and int(pid) == http_server.process.pid
     finally:
         await toolset.aclose()
 

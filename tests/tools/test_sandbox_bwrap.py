@@ -12,11 +12,12 @@ import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tools.sandbox import SandboxLimits, SandboxSession, sandbox_layers
-from tools.sandbox_bwrap import bwrap_status
+from tools.sandbox_bwrap import OsLayer, bwrap_status
 
 pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
 
@@ -95,9 +96,9 @@ def targets(tmp_path: Path) -> Iterator[dict[str, object]]:
             path.unlink(missing_ok=True)
 
 
-def _probe(data: dict[str, object], os_layer: str) -> dict[str, object]:
+def _probe(data: dict[str, object], os_layer: OsLayer) -> dict[str, Any]:
     with SandboxSession(preamble=_PROBES, data=data, exports=["probes"],
-                        limits=SandboxLimits(os_layer=os_layer)) as session:  # type: ignore[arg-type]
+                        limits=SandboxLimits(os_layer=os_layer)) as session:
         result = session.run("probes()")
         assert result.ok, result.describe()
         assert ("bwrap" in session.layers) == (os_layer == "bwrap")
@@ -144,6 +145,6 @@ def test_layers_are_reported_and_the_sandbox_works_inside_bwrap():
     assert "bwrap" not in sandbox_layers(SandboxLimits(os_layer="none"))[0]
 
 
-def test_unknown_os_layer_is_rejected():
+def test_unknown_os_layer_is_rejected() -> None:
     with pytest.raises(ValueError, match="os_layer"):
-        SandboxLimits(os_layer="docker")  # type: ignore[arg-type]
+        SandboxLimits(os_layer="docker")  # type: ignore[arg-type]  # not an OS layer, on purpose
