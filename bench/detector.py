@@ -4,8 +4,10 @@
     python bench/detector.py --no-suite       # latency only
 
 Latency: each test-split user turn of interventions/data/dialogues.jsonl is classified alone, in
-its context, with the embedding cache cleared first (a cold turn: for the linear detector two
-MiniLM passes and the head, for the pair encoder one pass over the (turn, agent turn) pair),
+its context and its domain's tools, with the embedding cache cleared first (a cold turn, except
+for the tool and error-type descriptions, embedded once per process and so kept warm: for the
+linear detector MiniLM passes over the request, the agent turn and, when its features compare the
+request with them, the tools and earlier user turns; for the pair encoder one pass over the pair),
 after one warm-up call that loads the encoder. The load average is printed with it, since the
 machine is often shared.
 
@@ -29,21 +31,30 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from interventions.detector_eval import row_tools  # noqa: E402
 from interventions.dialogue_dataset import context_turns, read_dialogues  # noqa: E402
-from interventions.offline import OfflineDetector  # noqa: E402
+from interventions.error_map import load_error_map  # noqa: E402
+from interventions.offline import OfflineDetector, tool_texts  # noqa: E402
 
 
 def latency(detector: OfflineDetector, limit: int) -> dict[str, float]:
     """p50/p95/max milliseconds per cold turn."""
     import agent.embeddings as embeddings
 
-    rows = context_turns([d for d in read_dialogues() if d.split == "test"])[:limit]
-    detector.classify_turns(["warm up"], [[]])
+    dialogues = [d for d in read_dialogues() if d.split == "test"]
+    rows = context_turns(dialogues)[:limit]
+    tools = row_tools(rows, dialogues)
+    emap = load_error_map()
+    prototypes = [emap.error_types[n].description for n in emap.labels]
+    detector.classify_turns(["warm up"], [[]], tools=[tools[0]])
     times = []
-    for r in rows:
-        embeddings._cache.clear()  # a cold turn: no cached embedding of its text or context
+    for r, t in zip(rows, tools, strict=True):
+        embeddings._cache.clear()  # a cold turn: no cached embedding of its text or its context
+        # The agent's tools and the error types' descriptions are the same on every turn of a
+        # process: embedded once, on its first turn.
+        embeddings.embed_texts([*tool_texts(t), *prototypes])
         start = time.perf_counter()
-        detector.classify_turns([r.text], [r.history])
+        detector.classify_turns([r.text], [r.history], tools=[t])
         times.append((time.perf_counter() - start) * 1000)
     times.sort()
     return {"turns": len(times), "p50_ms": round(statistics.median(times), 1),

@@ -20,6 +20,7 @@ from agent.errors import UserFacingError
 from agent.softmax import Layer, fit_adam, forward, softmax
 
 FORMAT = "rein-turn-classifier/1"
+TWO_STAGE_FORMAT = "rein-two-stage-classifier/1"
 
 
 @contextlib.contextmanager
@@ -96,6 +97,91 @@ class TurnClassifier:
         return cls(labels=labels, layers=layers, meta=meta)
 
 
+def _layer_arrays(prefix: str, layers: list[Layer]) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for i, (w, b) in enumerate(layers):
+        out[f"{prefix}w{i}"] = w.astype(np.float32)
+        out[f"{prefix}b{i}"] = b.astype(np.float32)
+    return out
+
+
+def _read_layers(data: Any, prefix: str, path: str | Path, width: int) -> list[Layer]:
+    """The layers stored under prefix, checked to chain and to end in width columns."""
+    layers = []
+    i = 0
+    while f"{prefix}w{i}" in data:
+        layers.append((data[f"{prefix}w{i}"].astype(np.float32), data[f"{prefix}b{i}"].astype(np.float32)))
+        i += 1
+    if not layers or layers[-1][0].shape[1] != width:
+        raise UserFacingError(f"{path}: layer shapes do not match its {width} outputs")
+    for (w, b), (w2, _) in zip(layers, layers[1:], strict=False):
+        if b.shape != (w.shape[1],) or w2.shape[0] != w.shape[1]:
+            raise UserFacingError(f"{path}: inconsistent layer shapes")
+    return layers
+
+
+@dataclass
+class TwoStageClassifier:
+    """A gate (error or not) and a type head trained on error rows only; P(type) = P(error) * P(type | error).
+
+    Its probabilities have the columns of a TurnClassifier ("none" first), so the offline detector's
+    rule (summed error mass against the threshold, likeliest type) reads the gate alone for activation."""
+
+    labels: list[str]
+    """Class names, in column order; the first is "none"."""
+    gate: list[Layer]
+    """Layers of the binary head (columns: none, error)."""
+    types: list[Layer]
+    """Layers of the type head (columns: labels[1:])."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """How it was trained (features, data, hyperparameters, held-out metrics)."""
+
+    @property
+    def input_dim(self) -> int:
+        """Width of a feature row."""
+        return int(self.gate[0][0].shape[0])
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """Probabilities, one row per input row, one column per label."""
+        x = np.asarray(x, dtype=np.float32)
+        if x.ndim != 2 or x.shape[1] != self.input_dim:
+            raise ValueError(f"expected feature rows of width {self.input_dim}, got shape {x.shape}")
+        gate = softmax(forward(self.gate, x)[-1])
+        types = softmax(forward(self.types, x)[-1])
+        return np.concatenate([gate[:, :1], gate[:, 1:2] * types], axis=1)
+
+    def save(self, path: str | Path) -> None:
+        """Write both heads as an .npz of plain arrays."""
+        arrays: dict[str, np.ndarray] = {
+            "format": np.array(TWO_STAGE_FORMAT),
+            "labels": np.array(self.labels),
+            "meta": np.array(json.dumps(self.meta, sort_keys=True)),
+        }
+        arrays |= _layer_arrays("gate_", self.gate) | _layer_arrays("type_", self.types)
+        write_arrays(path, arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> TwoStageClassifier:
+        """Read a classifier saved by save(); a clear error for anything else."""
+        with reading_arrays(path, TWO_STAGE_FORMAT, "two-stage classifier", "classifier") as data:
+            labels = [str(s) for s in data["labels"]]
+            meta = json.loads(str(data["meta"]))
+            gate = _read_layers(data, "gate_", path, 2)
+            types = _read_layers(data, "type_", path, len(labels) - 1)
+        if gate[0][0].shape[0] != types[0][0].shape[0]:
+            raise UserFacingError(f"{path}: the gate and the type head read rows of different widths")
+        return cls(labels=labels, gate=gate, types=types, meta=meta)
+
+
+def file_format(path: str | Path) -> str:
+    """The format string of a detector .npz ("" when it has none or cannot be read)."""
+    try:
+        with np.load(Path(path), allow_pickle=False) as data:
+            return str(data["format"]) if "format" in data else ""
+    except (OSError, ValueError):
+        return ""
+
+
 @dataclass
 class ClassifierTrainConfig:
     """Hyperparameters of train_classifier."""
@@ -134,3 +220,15 @@ def train_classifier(x: np.ndarray, y: np.ndarray, labels: list[str], config: Cl
     fit_adam(layers, x, y, epochs=cfg.epochs, lr=cfg.lr, l2=cfg.l2, sample_weight=sample_w)
     out = [(w.astype(np.float32), b.astype(np.float32)) for w, b in layers]
     return TurnClassifier(labels=list(labels), layers=out, meta={"train": vars(cfg) | {"rows": n}})
+
+
+def train_two_stage(x: np.ndarray, y: np.ndarray, labels: list[str], config: ClassifierTrainConfig | None = None) -> TwoStageClassifier:
+    """Fit the gate on all rows (labels[0] against the rest) and the type head on the other rows only."""
+    y = np.asarray(y, dtype=np.int64)
+    errors = y > 0
+    if not errors.any() or errors.all():
+        raise ValueError("train_two_stage needs rows with and without an error")
+    gate = train_classifier(x, errors.astype(np.int64), [labels[0], "error"], config)
+    types = train_classifier(np.asarray(x)[errors], y[errors] - 1, list(labels[1:]), config)
+    meta = {"train": gate.meta["train"] | {"type_rows": int(errors.sum())}}
+    return TwoStageClassifier(labels=list(labels), gate=gate.layers, types=types.layers, meta=meta)

@@ -140,13 +140,22 @@ def _rate(k: int, n: int) -> str:
     return f"{k / n:.1%} ({k}/{n})" if n else "–"
 
 
+def row_tools(rows: Sequence[ContextTurn], dialogues: Sequence[LabeledDialogue]) -> list[list[dict[str, Any]]]:
+    """The agent's tools (the shipped domain_tools.json) at each row, by its dialogue's domain."""
+    from interventions.dialogue_dataset import read_domain_tools
+
+    tools = read_domain_tools()
+    domain = {d.id: d.domain for d in dialogues}
+    return [tools[domain[r.dialogue]] for r in rows]
+
+
 def evaluate_dialogues(dialogues: list[LabeledDialogue], detector: OfflineDetector) -> dict[str, Any]:
     """Turn scores, activation at the error turn and false activations of a detector on dialogues."""
     from interventions.dialogue_dataset import context_turns
     from interventions.error_map import load_error_map
 
     rows = context_turns(dialogues)
-    found = detector.classify_turns([r.text for r in rows], [r.history for r in rows])
+    found = detector.classify_turns([r.text for r in rows], [r.history for r in rows], tools=row_tools(rows, dialogues))
     predicted = [d.error_type for d in found]
     emap = load_error_map()
     names = [NO_ERROR, *emap.labels]
@@ -197,7 +206,7 @@ def evaluate_dialogues(dialogues: list[LabeledDialogue], detector: OfflineDetect
 
 def _markdown(report: DetectorReport, split_scores: dict[str, dict[str, Any]], at_error: dict[str, list[int]],
               first: dict[str, list[int]], kinds: dict[str, list[int]], controls: list[int], threshold: float) -> str:
-    lines = [f"Threshold {threshold:.2f}.", "", report.markdown(), "",
+    lines = [f"Threshold {threshold:g}.", "", report.markdown(), "",
              "| error types | turns | detected (any type) | right type | type precision |", "|---|---:|---:|---:|---:|"]
     for group, s in split_scores.items():
         lines.append(f"| {group} | {s['turns']} | {_rate(s['detected'], s['turns'])} | {_rate(s['right_type'], s['turns'])} | {s['type_precision']:.2f} |")
@@ -356,7 +365,8 @@ def _sample_main(args: Any, dialogues: list[LabeledDialogue]) -> int:
     rows = sample_rows(dialogues, args.sample or 60, args.seed)
     offline = OfflineDetector(args.detector, threshold=args.threshold)
     columns = {f"offline (threshold {offline.threshold:.2f})": [
-        d.error_type for d in offline.classify_turns([r.text for r in rows], [r.history for r in rows])]}
+        d.error_type for d in offline.classify_turns([r.text for r in rows], [r.history for r in rows],
+                                                     tools=row_tools(rows, dialogues))]}
     body: dict[str, Any] = {"split": args.split, "seed": args.seed, "sample": len(rows)}
     if args.module == "llm":
         if args.llm_results is not None:

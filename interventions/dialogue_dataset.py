@@ -33,19 +33,21 @@ import yaml
 
 from interventions.jsonl_rows import read_rows, write_rows
 from interventions.turn_dataset import (
-    _SUFFIXES,
     DATA_DIR,
     DOMAINS,
-    _airline_slots,
-    _fill,
-    _retail_slots,
-    _task_user,
+    SUFFIXES,
+    airline_slots,
+    fill_slots,
     load_templates,
     request_sentences,
+    retail_slots,
+    task_user,
 )
 
 LEAD_TEMPLATES_PATH = DATA_DIR / "dialogue_templates.yaml"
 DIALOGUES_PATH = DATA_DIR / "dialogues.jsonl"
+DOMAIN_TOOLS_PATH = DATA_DIR / "domain_tools.json"
+"""Each domain's agent tools (OpenAI schemas, descriptions only), for the detector's "tools" block in training."""
 SPLITS = ("train", "validation", "test")
 SPLIT_SHARES = {"test": 0.3, "validation": 0.2}
 """Share of each template list held out per split (the rest trains)."""
@@ -171,7 +173,7 @@ class _Builder:
             name: [e for dom in (domain, "any") for e in per.get(dom, []) if e["split"] == split]
             for name, per in leads.items()
         }
-        self.slot_fn = _retail_slots if domain == "retail" else _airline_slots
+        self.slot_fn = retail_slots if domain == "retail" else airline_slots
 
     def slots(self, uid: str) -> dict[str, str]:
         return _extra_slots(self.domain, self.slot_fn(uid, self.db, self.rng), self.db, self.rng)
@@ -179,8 +181,8 @@ class _Builder:
     def pick(self, name: str, slots: dict[str, str], used: list[str]) -> dict[str, str]:
         entry = self.rng.choice(self.leads[name])
         used.append(entry["id"])
-        text = _fill(entry["text"], slots)
-        context = _fill(entry["context"], slots) if entry["context"] else ""
+        text = fill_slots(entry["text"], slots)
+        context = fill_slots(entry["context"], slots) if entry["context"] else ""
         if text is None or context is None:
             raise ValueError(f"lead template {entry['id']} uses a slot the {self.domain} domain lacks")
         return {"text": text, "context": context}
@@ -221,7 +223,7 @@ class _Builder:
             parts.append(self.pick("identity", slots, used)["text"])
         elif self.rng.random() < 0.3:
             parts.append(self.pick("greeting", slots, used)["text"])
-        return " ".join([*parts, text + self.rng.choice(_SUFFIXES)])
+        return " ".join([*parts, text + self.rng.choice(SUFFIXES)])
 
     def dialogue(self, task: str, position: str, target: str, label: str, kind: str, slots: dict[str, str],
                  used: list[str], last_agent: str = "") -> LabeledDialogue:
@@ -259,7 +261,7 @@ def build_dialogues(data_root: Path, seed: int = 13) -> list[LabeledDialogue]:
         tasks = json.loads((folder / "tasks.json").read_text(encoding="utf-8"))
         db = json.loads((folder / "db.json").read_text(encoding="utf-8"))
         test_ids = set(json.loads((folder / "split_tasks.json").read_text(encoding="utf-8")).get("test", []))
-        grounded = [(t, uid) for t in tasks if (uid := _task_user(t, db)) is not None]
+        grounded = [(t, uid) for t in tasks if (uid := task_user(t, db)) is not None]
 
         def split_of(task_id: str, test_ids: set[str] = test_ids, domain: str = domain) -> str:
             if task_id in test_ids:
@@ -277,8 +279,8 @@ def build_dialogues(data_root: Path, seed: int = 13) -> list[LabeledDialogue]:
                             continue
                         for task, uid in rng.sample(pool, min(PER_TEMPLATE[split], len(pool))):
                             slots = b.slots(uid)
-                            text = _fill(entry["text"], slots)
-                            context = _fill(entry["context"], slots) if entry["context"] else ""
+                            text = fill_slots(entry["text"], slots)
+                            context = fill_slots(entry["context"], slots) if entry["context"] else ""
                             if text is None or context is None:
                                 raise ValueError(f"template {entry['id']} uses a slot the {domain} domain lacks")
                             positions = POSITIONS if not context else ("opening", "after_identification", "after_read")
@@ -302,6 +304,28 @@ def build_dialogues(data_root: Path, seed: int = 13) -> list[LabeledDialogue]:
                 confirm = b.pick("confirmation", slots, used)
                 add(b.dialogue(task["id"], rng.choice(POSITIONS[1:3]), confirm["text"], "none", "confirmation", slots, used, confirm["context"]))
     return out
+
+
+def build_domain_tools(data_root: Path) -> dict[str, list[dict[str, Any]]]:
+    """domain → its agent tools from tau2's tools.json as OpenAI schemas, name and description only
+    (what the detector compares requests with; at run time it reads the agent's own schemas)."""
+    out = {}
+    for domain in DOMAINS:
+        raw = json.loads((data_root / domain / "tools.json").read_text(encoding="utf-8"))
+        out[domain] = [{"type": "function", "function": {"name": t["name"], "description": t["description"]}}
+                       for t in raw["agent_tools"]]
+    return out
+
+
+def write_domain_tools(tools: dict[str, list[dict[str, Any]]], path: Path = DOMAIN_TOOLS_PATH) -> None:
+    """Write build_domain_tools' result as JSON."""
+    path.write_text(json.dumps(tools, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def read_domain_tools(path: Path = DOMAIN_TOOLS_PATH) -> dict[str, list[dict[str, Any]]]:
+    """domain → agent tool schemas written by write_domain_tools."""
+    data: dict[str, list[dict[str, Any]]] = json.loads(path.read_text(encoding="utf-8"))
+    return data
 
 
 def write_dialogues(rows: list[LabeledDialogue], path: Path = DIALOGUES_PATH) -> None:

@@ -8,7 +8,10 @@ Features, in the order the classifier's meta lists them (FEATURE_BLOCKS):
 - surface: four cues of the request part that embeddings blur (an explicit identifier, reference
   words like "it"/"that one", negations and buts, length);
 - context: where the turn sits (a request is left, first user turn, the agent asked a question,
-  user turns so far).
+  user turns so far);
+- tools, history, types: cosines of the request to the agent's own tools (best, second, gap, mean),
+  to the last agent turn and the closest earlier user turn, and to each error type's description;
+  they carry across phrasings where the raw embedding does not.
 A block "user" (the embedding of the whole turn) is kept for comparison with the older detector.
 
 A turn with no request part (identity-only, greeting-only, thanks-only) carries no request that
@@ -19,9 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent.plugin_api import InterventionContext
 from interventions.detection import Detection
@@ -30,7 +33,7 @@ from interventions.error_map import NO_ERROR
 if TYPE_CHECKING:
     import numpy as np
 
-    from interventions.classifier import TurnClassifier
+    from interventions.classifier import TurnClassifier, TwoStageClassifier
     from interventions.pair_encoder import PairEncoder
 
 DEFAULT_DETECTOR_PATH = Path(__file__).resolve().parent / "data" / "detector.npz"
@@ -38,8 +41,17 @@ DEFAULT_DETECTOR_PATH = Path(__file__).resolve().parent / "data" / "detector.npz
 
 FEATURE_BLOCKS = ("request", "agent", "pair", "surface", "context")
 """Feature blocks of the shipped detector, in row order."""
-KNOWN_BLOCKS = (*FEATURE_BLOCKS, "user")
-"""Every block a classifier can be trained on."""
+KNOWN_BLOCKS = (*FEATURE_BLOCKS, "user", "tools", "history", "types")
+"""Every block a classifier can be trained on, in the column order of a full feature row."""
+TOOL_CUES = 4
+HISTORY_CUES = 3
+BLOCK_WIDTHS = {"request": 384, "agent": 384, "pair": 384, "surface": 4, "context": 4, "user": 384,
+                "tools": TOOL_CUES, "history": HISTORY_CUES, "types": 6}
+"""Columns per block (384: MiniLM's embedding width; types: one per error type of the shipped map)."""
+GENERIC_TOOLS = frozenset({"think", "calculate", "transfer_to_human_agents", "report_internal_error"})
+"""Tools left out of the "tools" block: every agent carries them (ReIn adds the recovery ones), so
+they say nothing about what this domain can do, and leaving them out keeps the features the same
+whether or not the recovery tools are declared yet."""
 
 History = Sequence[tuple[str, str]]
 """(role, text) of the turns before a user turn: "user" and "assistant" turns."""
@@ -97,7 +109,8 @@ def request_part(text: str) -> str:
     return " ".join(kept).strip()
 
 
-def _last_agent(history: History) -> str:
+def last_agent_turn(history: History) -> str:
+    """The text of the last non-empty agent turn in history ("" when there is none)."""
     return next((t for r, t in reversed(history) if r == "assistant" and t.strip()), "")
 
 
@@ -107,13 +120,37 @@ def context_cues(text: str, history: History) -> list[float]:
     return [
         1.0 if request_part(text) else 0.0,
         1.0 if users == 0 else 0.0,
-        1.0 if _last_agent(history).rstrip().endswith("?") else 0.0,
+        1.0 if last_agent_turn(history).rstrip().endswith("?") else 0.0,
         min(users, 3) / 3,
     ]
 
 
-def turn_features(texts: Sequence[str], histories: Sequence[History], blocks: Sequence[str] = FEATURE_BLOCKS) -> np.ndarray:
-    """Feature rows for user turns and the turns before each."""
+def tool_texts(schemas: Sequence[dict[str, Any]]) -> list[str]:
+    """What the "tools" block compares a request with: "name words: first sentence" of each agent tool,
+    from OpenAI function schemas, without the generic tools every agent carries (GENERIC_TOOLS)."""
+    out = []
+    for schema in schemas:
+        fn = schema.get("function", schema)
+        name = str(fn.get("name", ""))
+        if not name or name in GENERIC_TOOLS:
+            continue
+        first = _SENTENCE.split(str(fn.get("description", "")).strip(), maxsplit=1)[0]
+        out.append(f"{name.replace('_', ' ')}: {first}".strip())
+    return out
+
+
+def _similarity_cues(request: np.ndarray, others: np.ndarray) -> list[float]:
+    """Cosines of a request to a set of texts: best, second best, their gap, mean (zeros when either is missing)."""
+    if not others.shape[0] or not request.any():
+        return [0.0] * TOOL_CUES
+    sims = sorted((others @ request).tolist(), reverse=True)
+    second = sims[1] if len(sims) > 1 else sims[0]
+    return [sims[0], second, sims[0] - second, sum(sims) / len(sims)]
+
+
+def turn_features(texts: Sequence[str], histories: Sequence[History], blocks: Sequence[str] = FEATURE_BLOCKS,
+                  tools: Sequence[Sequence[str]] | None = None) -> np.ndarray:
+    """Feature rows for user turns and the turns before each; tools: each row's tool_texts (for the "tools" block)."""
     from agent.embeddings import EMBEDDING_DIM, embed_texts
     from agent.extras import needs_extra
 
@@ -123,12 +160,12 @@ def turn_features(texts: Sequence[str], histories: Sequence[History], blocks: Se
     unknown = [b for b in blocks if b not in KNOWN_BLOCKS]
     if unknown:
         raise ValueError(f"unknown feature blocks {unknown}; known: {KNOWN_BLOCKS}")
-    if len(texts) != len(histories):
-        raise ValueError("texts and histories differ in length")
+    if len(texts) != len(histories) or (tools is not None and len(tools) != len(texts)):
+        raise ValueError("texts, histories and tools differ in length")
     n = len(texts)
 
     def embed(items: list[str]) -> np.ndarray:
-        out = np.zeros((n, EMBEDDING_DIM), dtype=np.float32)
+        out = np.zeros((len(items), EMBEDDING_DIM), dtype=np.float32)
         present = [i for i, t in enumerate(items) if t.strip()]
         if present:
             out[present] = embed_texts([items[i] for i in present])
@@ -136,10 +173,10 @@ def turn_features(texts: Sequence[str], histories: Sequence[History], blocks: Se
 
     requests = [request_part(t) for t in texts]
     cache: dict[str, np.ndarray] = {}
-    if {"request", "pair"} & set(blocks):
+    if {"request", "pair", "tools", "history", "types"} & set(blocks):
         cache["request"] = embed(requests)
-    if {"agent", "pair"} & set(blocks):
-        cache["agent"] = embed([_last_agent(h) for h in histories])
+    if {"agent", "pair", "history"} & set(blocks):
+        cache["agent"] = embed([last_agent_turn(h) for h in histories])
     parts = []
     for block in blocks:
         if block == "user":
@@ -150,9 +187,31 @@ def turn_features(texts: Sequence[str], histories: Sequence[History], blocks: Se
             parts.append(cache["request"] * cache["agent"])
         elif block == "surface":
             parts.append(np.array([surface_cues(r) for r in requests], dtype=np.float32).reshape(n, 4))
-        else:
+        elif block == "context":
             parts.append(np.array([context_cues(t, h) for t, h in zip(texts, histories, strict=True)], dtype=np.float32).reshape(n, 4))
+        elif block == "tools":
+            rows = tools if tools is not None else [[] for _ in texts]
+            parts.append(np.array([_similarity_cues(cache["request"][i], embed(list(rows[i])))
+                                   for i in range(n)], dtype=np.float32).reshape(n, TOOL_CUES))
+        elif block == "history":
+            parts.append(np.array([_history_cues(cache["request"][i], cache["agent"][i], histories[i], embed)
+                                   for i in range(n)], dtype=np.float32).reshape(n, HISTORY_CUES))
+        else:  # types
+            from interventions.error_map import load_error_map
+
+            emap = load_error_map()
+            prototypes = embed([emap.error_types[t].description for t in emap.labels])
+            parts.append((cache["request"] @ prototypes.T).astype(np.float32))
     return np.concatenate(parts, axis=1)
+
+
+def _history_cues(request: np.ndarray, agent: np.ndarray, history: History, embed: Callable[[list[str]], np.ndarray]) -> list[float]:
+    """Cosines of the request to the last agent turn and to the closest earlier user turn, and whether there is one."""
+    earlier = [request_part(t) or t for r, t in history if r == "user" and t.strip()]
+    if not request.any():
+        return [0.0] * HISTORY_CUES
+    best = float((embed(earlier) @ request).max()) if earlier else 0.0
+    return [float(agent @ request), best, 1.0 if earlier else 0.0]
 
 
 def decide(p_error: float, has_request: bool, threshold: float) -> bool:
@@ -181,7 +240,7 @@ class OfflineDetector:
             raise ValueError(f"threshold must be in (0, 1], got {threshold}")
         self.path = Path(path) if path is not None else DEFAULT_DETECTOR_PATH
         self._threshold = threshold
-        self._classifier: TurnClassifier | PairEncoder | None = None
+        self._classifier: TurnClassifier | TwoStageClassifier | PairEncoder | None = None
 
     @property
     def threshold(self) -> float:
@@ -191,23 +250,37 @@ class OfflineDetector:
         return float(self.classifier.meta.get("threshold", 0.5))
 
     @property
-    def classifier(self) -> TurnClassifier | PairEncoder:
-        """The classifier (a linear head on frozen features, or a fine-tuned pair encoder), loaded on first use."""
+    def classifier(self) -> TurnClassifier | TwoStageClassifier | PairEncoder:
+        """The classifier (linear heads on frozen features, one or two-stage, or a fine-tuned pair encoder), loaded on first use."""
         if self._classifier is None:
             from agent.errors import UserFacingError
             from agent.extras import needs_extra
 
             with needs_extra("local", "the offline ReIn detector"):
-                from interventions.classifier import TurnClassifier
-                from interventions.pair_encoder import PairEncoder, is_pair_encoder
+                from interventions.classifier import (
+                    TWO_STAGE_FORMAT,
+                    TurnClassifier,
+                    TwoStageClassifier,
+                    file_format,
+                )
+                from interventions.pair_encoder import FORMAT as PAIR_FORMAT
+                from interventions.pair_encoder import PairEncoder
 
             if not self.path.exists():
                 raise UserFacingError(
                     f"offline detector file {self.path} is missing; rebuild it with "
                     "`python -m interventions.train_detector`"
                 )
-            self._classifier = PairEncoder.load(self.path) if is_pair_encoder(self.path) else TurnClassifier.load(self.path)
-            if NO_ERROR not in self._classifier.labels:
+            fmt = file_format(self.path)
+            loaded: TurnClassifier | TwoStageClassifier | PairEncoder
+            if fmt == PAIR_FORMAT:
+                loaded = PairEncoder.load(self.path)
+            elif fmt == TWO_STAGE_FORMAT:
+                loaded = TwoStageClassifier.load(self.path)
+            else:
+                loaded = TurnClassifier.load(self.path)
+            self._classifier = loaded
+            if NO_ERROR not in loaded.labels:
                 raise UserFacingError(f"{self.path}: classifier has no {NO_ERROR!r} label")
         return self._classifier
 
@@ -216,14 +289,17 @@ class OfflineDetector:
         """The feature blocks the classifier was trained on."""
         return list(self.classifier.meta.get("features", FEATURE_BLOCKS))
 
-    def classify_turns(self, texts: Sequence[str], histories: Sequence[History], labels: Sequence[str] | None = None) -> list[Detection]:
-        """Detections for user turns, each with the turns before it; labels limits the error types reported."""
-        from interventions.classifier import TurnClassifier
+    def classify_turns(self, texts: Sequence[str], histories: Sequence[History], labels: Sequence[str] | None = None,
+                       tools: Sequence[Sequence[dict[str, Any]]] | None = None) -> list[Detection]:
+        """Detections for user turns, each with the turns before it; labels limits the error types reported;
+        tools: the agent's tools (OpenAI schemas) at each turn, for a classifier that compares requests with them."""
+        from interventions.classifier import TurnClassifier, TwoStageClassifier
 
         clf = self.classifier
         threshold = self.threshold
-        if isinstance(clf, TurnClassifier):
-            probs = clf.predict_proba(turn_features(texts, histories, self.feature_blocks))
+        if isinstance(clf, TurnClassifier | TwoStageClassifier):
+            described = [tool_texts(t) for t in tools] if tools is not None else None
+            probs = clf.predict_proba(turn_features(texts, histories, self.feature_blocks, described))
         else:
             probs = clf.predict_proba(texts, histories)
         allowed = [i for i, lab in enumerate(clf.labels) if lab != NO_ERROR and (labels is None or lab in labels)]
@@ -253,5 +329,5 @@ class OfflineDetector:
         if not text.strip():
             return Detection(NO_ERROR, 1.0, detector=self.name)
         # Embedding is CPU-bound; keep the event loop free for other threads of the same process.
-        found = await asyncio.to_thread(self.classify_turns, [text], [history], labels)
+        found = await asyncio.to_thread(self.classify_turns, [text], [history], labels, [ctx.tools])
         return found[0]

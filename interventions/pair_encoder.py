@@ -60,12 +60,12 @@ def _load_base() -> tuple[Any, Any]:
 
 def pair_inputs(texts: Sequence[str], histories: Sequence[History]) -> tuple[list[str], list[str | None], np.ndarray]:
     """(request parts, last agent turns or None, cue rows) for user turns and the turns before each."""
-    from interventions.offline import _last_agent, context_cues, request_part, surface_cues
+    from interventions.offline import context_cues, last_agent_turn, request_part, surface_cues
 
     requests, agents, cues = [], [], []
     for text, history in zip(texts, histories, strict=True):
         request = request_part(text)
-        agent = _last_agent(history)
+        agent = last_agent_turn(history)
         requests.append(request or text)
         agents.append(agent or None)
         cues.append(surface_cues(request) + context_cues(text, history))

@@ -99,7 +99,8 @@ def request_sentences(reason_for_call: str) -> list[str]:
 # ----- grounding a task in its user's records -------------------------------------------------
 
 
-def _task_user(task: dict[str, Any], db: dict[str, Any]) -> str | None:
+def task_user(task: dict[str, Any], db: dict[str, Any]) -> str | None:
+    """The id of the DB user a task is about (from its actions, its instructions' user id, or name and zip)."""
     users = db["users"]
     for action in (task.get("evaluation_criteria") or {}).get("actions") or []:
         uid = (action.get("arguments") or {}).get("user_id")
@@ -126,7 +127,8 @@ def _payment_phrase(method: dict[str, Any]) -> str:
     return {"gift_card": "my gift card", "paypal": "PayPal", "certificate": "travel certificate"}.get(str(source), str(source))
 
 
-def _retail_slots(uid: str, db: dict[str, Any], rng: random.Random) -> dict[str, str]:
+def retail_slots(uid: str, db: dict[str, Any], rng: random.Random) -> dict[str, str]:
+    """Template slots of a retail user, filled from their records (orders, items, payment methods)."""
     user = db["users"][uid]
     orders = [o for o in user.get("orders", []) if o in db["orders"]] or rng.sample(sorted(db["orders"]), 2)
     order_id = rng.choice(orders)
@@ -154,7 +156,8 @@ def _retail_slots(uid: str, db: dict[str, Any], rng: random.Random) -> dict[str,
     }
 
 
-def _airline_slots(uid: str, db: dict[str, Any], rng: random.Random) -> dict[str, str]:
+def airline_slots(uid: str, db: dict[str, Any], rng: random.Random) -> dict[str, str]:
+    """Template slots of an airline user, filled from their records (reservations, flights, passengers)."""
     user = db["users"][uid]
     reservations = [r for r in user.get("reservations", []) if r in db["reservations"]] or rng.sample(sorted(db["reservations"]), 2)
     rid = rng.choice(reservations)
@@ -196,7 +199,8 @@ _GREETINGS = [
     "Welcome! What can I do for you today?",
     "Hi there, thanks for reaching out. How can I help?",
 ]
-_SUFFIXES = ["", "", "", " Thanks.", " Can you help?", " Thank you!", " Please."]
+SUFFIXES = ["", "", "", " Thanks.", " Can you help?", " Thank you!", " Please."]
+"""Endings appended to an opening request turn (blank most often)."""
 _IDENTITY = {
     "retail": ["I'm {name}, zip code {zip}. ", "This is {name}. ", "My email is {email}. "],
     "airline": ["I'm {name}. ", "My user id is {user_id}. ", "This is {name}, user id {user_id}. "],
@@ -232,7 +236,8 @@ def _greeting(rng: random.Random) -> str:
     return rng.choice(_GREETINGS) if rng.random() < 0.5 else ""
 
 
-def _fill(template: str, slots: dict[str, str]) -> str | None:
+def fill_slots(template: str, slots: dict[str, str]) -> str | None:
+    """The template with its slots filled, or None when it needs a slot that slots lacks."""
     needed = set(_SLOT.findall(template))
     if not needed <= slots.keys():
         return None
@@ -261,8 +266,8 @@ def build_turns(data_root: Path, seed: int = 13, per_template: tuple[int, int] =
         db = json.loads((folder / "db.json").read_text(encoding="utf-8"))
         splits = json.loads((folder / "split_tasks.json").read_text(encoding="utf-8"))
         test_ids = set(splits.get("test", []))
-        grounded = [(t, uid) for t in tasks if (uid := _task_user(t, db)) is not None]
-        slot_fn = _retail_slots if domain == "retail" else _airline_slots
+        grounded = [(t, uid) for t in tasks if (uid := task_user(t, db)) is not None]
+        slot_fn = retail_slots if domain == "retail" else airline_slots
         by_split = {s: [(t, uid) for t, uid in grounded if (t["id"] in test_ids) == (s == "test")] for s in ("train", "test")}
 
         for task, _uid in grounded:
@@ -290,18 +295,18 @@ def build_turns(data_root: Path, seed: int = 13, per_template: tuple[int, int] =
                         if made >= wanted:
                             break
                         slots = slot_fn(uid, db, rng)
-                        text = _fill(entry["text"], slots)
-                        context = _fill(entry["context"], slots) if entry["context"] else ""
+                        text = fill_slots(entry["text"], slots)
+                        context = fill_slots(entry["context"], slots) if entry["context"] else ""
                         if text is None or context is None:
                             raise ValueError(f"template {entry['id']} uses a slot the {domain} domain lacks: {entry}")
                         if not entry["context"]:
                             context = _greeting(rng)
                             prefix = rng.choice(_PREFIXES)
                             if rng.random() < 0.3:
-                                prefix += _fill(rng.choice(_IDENTITY[domain]), slots) or ""
+                                prefix += fill_slots(rng.choice(_IDENTITY[domain]), slots) or ""
                             if prefix.endswith(", ") and not text.startswith("I "):
                                 text = text[:1].lower() + text[1:]
-                            text = prefix + text + rng.choice(_SUFFIXES)
+                            text = prefix + text + rng.choice(SUFFIXES)
                         made += add(text, context, label, domain, task["id"], entry["id"], split)
     return rows
 

@@ -12,9 +12,21 @@ from agent.errors import UserFacingError
 from agent.models import ScriptedModel, reply
 from agent.runtime import Agent
 from interventions import ReInIntervention, with_recovery_tools
-from interventions.classifier import ClassifierTrainConfig, TurnClassifier, train_classifier
-from interventions.dialogue_dataset import DIALOGUES_PATH, context_turns, read_dialogues
+from interventions.classifier import (
+    ClassifierTrainConfig,
+    TurnClassifier,
+    TwoStageClassifier,
+    train_classifier,
+)
+from interventions.detector_eval import row_tools
+from interventions.dialogue_dataset import (
+    DIALOGUES_PATH,
+    context_turns,
+    read_dialogues,
+    read_domain_tools,
+)
 from interventions.offline import (
+    BLOCK_WIDTHS,
     DEFAULT_DETECTOR_PATH,
     FEATURE_BLOCKS,
     OfflineDetector,
@@ -101,20 +113,21 @@ def test_request_part_drops_only_greeting_identity_and_thanks(turn: str, expecte
 def test_threshold_rule_meets_the_false_activation_budget() -> None:
     clean = [0.1] * 90 + [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.97, 0.99]
     t = choose_threshold(clean, budget=0.05)
-    assert t == 0.81  # flags 0.85, 0.9, 0.95, 0.97, 0.99: 5 of 100
+    assert t == 0.805  # flags 0.85, 0.9, 0.95, 0.97, 0.99: 5 of 100
     assert sum(p >= t for p in clean) / len(clean) <= 0.05
-    assert sum(p >= round(t - 0.01, 2) for p in clean) / len(clean) > 0.05  # the lowest that fits
-    assert choose_threshold([1.0] * 10, budget=0.05) == 0.99  # none fits: the strictest
+    assert sum(p >= round(t - 0.005, 3) for p in clean) / len(clean) > 0.05  # the lowest that fits
+    assert choose_threshold([1.0] * 10, budget=0.05) == 0.995  # none fits: the strictest
     assert choose_threshold([], budget=0.05) == 0.30
     assert decide(0.99, False, 0.5) is False and decide(0.5, True, 0.5) is True
 
 
 def test_shipped_detector_file_is_small_and_described() -> None:
     assert DEFAULT_DETECTOR_PATH.stat().st_size < 200_000
-    clf = TurnClassifier.load(DEFAULT_DETECTOR_PATH)
+    clf = OfflineDetector().classifier
+    assert isinstance(clf, TurnClassifier | TwoStageClassifier)
     assert clf.labels[0] == "none" and len(clf.labels) == 7
-    assert clf.meta["features"] == list(FEATURE_BLOCKS)
-    assert clf.input_dim == 384 * 3 + 8
+    assert clf.meta["features"][: len(FEATURE_BLOCKS)] == list(FEATURE_BLOCKS)
+    assert clf.input_dim == sum(BLOCK_WIDTHS[b] for b in clf.meta["features"])
     assert clf.meta["false_activation_budget"] == 0.05
     chosen = clf.meta["chosen_on_validation"]
     assert chosen["threshold"] == clf.meta["threshold"] and chosen["val_false_activations"] <= 0.05
@@ -139,6 +152,7 @@ def test_shipped_detector_in_context_and_inside_rein() -> None:
             "Please cancel order #W2890441, but make sure it still ships to me this week.",
         ],
         [greet, greet, [*identified, ("assistant", "Shall I cancel order #W2890441 now? Please confirm (yes/no).")], greet, [], identified],
+        tools=[read_domain_tools()["retail"]] * 6,
     )
     assert [d.is_error for d in found] == [False, False, False, True, True, True]
     assert found[3].error_type == "unsupported_domain" and found[3].confidence >= detector.threshold
@@ -161,7 +175,7 @@ def test_shipped_detector_in_context_and_inside_rein() -> None:
 def test_shipped_detector_keeps_its_test_quality_on_a_sample() -> None:
     dialogues = [d for d in read_dialogues(DIALOGUES_PATH) if d.split == "test"][::5]
     rows = context_turns(dialogues)
-    found = OfflineDetector().classify_turns([r.text for r in rows], [r.history for r in rows])
+    found = OfflineDetector().classify_turns([r.text for r in rows], [r.history for r in rows], tools=row_tools(rows, dialogues))
     errors = [d.error_type for r, d in zip(rows, found, strict=True) if r.label != "none"]
     clean = [d.error_type for r, d in zip(rows, found, strict=True) if r.label == "none"]
     identity = [d.error_type for r, d in zip(rows, found, strict=True) if r.kind in ("identity", "greeting")]
