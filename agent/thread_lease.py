@@ -5,9 +5,10 @@ A turn takes, in order, and gives back in reverse:
 1. an in-process lock per (database, thread), shared by every event loop and every Agent of the
    process (the sync API runs on a private loop thread, so a per-loop asyncio.Lock would not do),
    handed to waiters in arrival order;
-2. for SQLite, a lease row in the checkpoint database, renewed by a heartbeat; for Postgres, an
-   advisory lock held by a dedicated connection. Memory and custom savers get the lock of step 1
-   only: rein cannot reach their storage from another process.
+2. for SQLite, a lease row in the checkpoint database, renewed by a heartbeat; for Postgres, a
+   session advisory lock, taken on one lock session (connection) per event loop that all the
+   loop's turns share. Memory and custom savers get the lock of step 1 only: rein cannot reach
+   their storage from another process.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ report exactly as for a local batch (scenarios/runner.py), so --resume works acr
 A worker that dies (its process killed, its node lost) costs only the runs it had in flight: each
 is queued again for any worker, up to `max_retries` more times, and then recorded once, as a
 `worker_lost` infrastructure error that the metrics leave out of pass^k. A dead worker is replaced.
+A worker that fails to start (its options builder raised, or Ray could not load the actor class
+on a loaded node) is started again, up to `max_retries` more times; only then does the batch
+stop, with the cause.
 
 Ray is an optional extra (`pip install 'rein-runtime[ray]'`), imported only here.
 """
@@ -23,6 +26,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +56,8 @@ class RunSpec:
     """Mode or mode policy name (None: always agentic)."""
     latency_s: float = 0.0
     """Simulated latency before every model answer (benchmarks of orchestration, bench/scale.py)."""
+    builder: Callable[[RunSpec], tuple[RunOptions, Model | None]] | None = None
+    """Builds each worker's options and judge instead of `build_run_options`; pickled to the workers."""
 
 
 class DelayedModel(Model):
@@ -109,7 +115,7 @@ class ScenarioWorker:
     """The Ray actor: run options built once, then one scenario run per call."""
 
     def __init__(self, spec: RunSpec) -> None:
-        self.options, self.judge = build_run_options(spec)
+        self.options, self.judge = (spec.builder or build_run_options)(spec)
 
     async def ready(self) -> int:
         """The worker's process id, once it is built."""
@@ -148,6 +154,8 @@ class RayBackend:
     """Runs queued again after a worker died (so far)."""
     workers_lost: int = 0
     """Workers that died and were replaced (so far)."""
+    start_failures: int = 0
+    """Workers that failed to start before the batch began and were started again (so far)."""
     _pool: list[_Worker] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
@@ -159,6 +167,8 @@ class RayBackend:
         note = f"workers={self.workers}"
         if self.retried or self.workers_lost:
             note += f" retried={self.retried} lost={self.workers_lost}"
+        if self.start_failures:
+            note += f" restarted={self.start_failures}"
         return note
 
     def in_flight(self) -> dict[int, list[str]]:
@@ -190,12 +200,7 @@ class RayBackend:
         self, ray: Any, jobs: list[tuple[Scenario, int]], prints: dict[str, str], finished: Callable[[dict[str, Any]], None]
     ) -> None:
         self._pool = [_Worker(self._spawn(ray)) for _ in range(self.workers)]
-        try:
-            pids = await asyncio.gather(*(w.handle.ready.remote() for w in self._pool))
-        except ray.exceptions.RayError as exc:
-            raise UserFacingError(f"--backend ray: a worker could not start: {_first_line(exc)}") from None
-        for w, pid in zip(self._pool, pids, strict=True):
-            w.pid = pid
+        await asyncio.gather(*(self._start(ray, w) for w in self._pool))
         if not jobs:
             return
         queue: asyncio.Queue[tuple[Scenario, int, int] | None] = asyncio.Queue()
@@ -246,6 +251,24 @@ class RayBackend:
             max_restarts=0,
         )
         return actor.remote(self.spec)
+
+    async def _start(self, ray: Any, w: _Worker) -> None:
+        """Wait until the worker is built; one that fails to start is started again, like a lost
+        worker, up to `max_retries` more times (a loaded node can fail an actor's start-up once)."""
+        for attempt in range(1, self.max_retries + 2):
+            try:
+                w.pid = await w.handle.ready.remote()
+                return
+            except ray.exceptions.RayError as exc:
+                if attempt > self.max_retries:
+                    raise UserFacingError(
+                        f"--backend ray: a worker could not start ({attempt} tries): {_cause(exc)}"
+                    ) from None
+                logging.getLogger("rein.ray").warning("a worker failed to start, starting another: %s", _cause(exc))
+                self.start_failures += 1
+                with contextlib.suppress(Exception):
+                    ray.kill(w.handle, no_restart=True)
+                w.handle = self._spawn(ray)
 
     def _replace(self, ray: Any, w: _Worker) -> None:
         """A fresh actor in place of a dead one; its slots go on with the new handle."""
@@ -300,6 +323,20 @@ def connect(ray: Any, address: str | None) -> None:
         raise UserFacingError(f"--ray-address {address}: cannot connect to Ray ({_first_line(exc)})") from None
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+    text = _ANSI.sub("", str(exc)).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _cause(exc: BaseException) -> str:
+    """What went wrong in a Ray error: its first line, and the exception that ends a traceback in it
+    (an actor whose constructor raised carries the remote traceback in its message)."""
+    lines = _ANSI.sub("", str(exc)).strip().splitlines()
+    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
+    if not frames:
+        return _first_line(exc)
+    tail = [line for line in lines[frames[-1] + 1 :] if line and not line.startswith(" ")]
+    return f"{tail[0]} ({lines[0]})" if tail else lines[0]
