@@ -151,22 +151,28 @@ class MemoryJournal(ToolJournal):
     for custom savers, whose database rein cannot open."""
 
     def __init__(self) -> None:
-        self.entries: dict[tuple[str, str, str, str], Entry] = {}
+        # Kept per thread: a process with many threads must not scan them all at every tools step.
+        self.entries: dict[str, dict[tuple[str, str, str], Entry]] = {}
         self.turns: dict[str, dict[int, TurnRecord]] = {}
 
     async def record(self, entry: Entry) -> None:
-        self.entries[(entry.thread, entry.step, entry.call_id, entry.state)] = entry
+        self.entries.setdefault(entry.thread, {})[(entry.step, entry.call_id, entry.state)] = entry
 
     async def step(self, thread: str, step: str) -> list[Entry]:
-        return [e for e in self.entries.values() if e.thread == thread and e.step == step and e.state != "late"]
+        return [e for e in self.entries.get(thread, {}).values() if e.step == step and e.state != "late"]
 
     async def late(self, thread: str, seq: int) -> list[Entry]:
-        return [e for e in self.entries.values() if e.thread == thread and _late_pending(e, seq)]
+        return [e for e in self.entries.get(thread, {}).values() if _late_pending(e, seq)]
 
     async def forget(self, thread: str, before_seq: int) -> None:
-        for key, e in list(self.entries.items()):
-            if e.thread == thread and e.seq < before_seq and (e.state != "late" or e.surfaced):
-                del self.entries[key]
+        entries = self.entries.get(thread)
+        if not entries:
+            return
+        for key, e in list(entries.items()):
+            if e.seq < before_seq and (e.state != "late" or e.surfaced):
+                del entries[key]
+        if not entries:
+            del self.entries[thread]
 
     async def record_turn(self, record: TurnRecord) -> None:
         self.turns.setdefault(record.thread, {})[record.index] = record
@@ -413,14 +419,14 @@ class StepJournal(CallHooks):
         self.outcomes[call.id] = result
         if self.journal is not None:
             await self.journal.record(
-                Entry(self.thread, self.step, call.id, "finished", self.seq, dataclasses.asdict(result))
+                Entry(self.thread, self.step, call.id, "finished", self.seq, _result_dict(result))
             )
 
     async def late(self, call: CallRequest, result: ToolResult) -> None:
         if self.journal is None:
             return
         try:
-            await self.journal.record(Entry(self.thread, self.step, call.id, "late", self.seq, dataclasses.asdict(result)))
+            await self.journal.record(Entry(self.thread, self.step, call.id, "late", self.seq, _result_dict(result)))
         except Exception:  # the agent closed meanwhile: nothing is left to report to
             log.warning("could not journal the late end of tool call %s (%s)", call.id, call.name, exc_info=True)
 
@@ -433,6 +439,13 @@ class StepJournal(CallHooks):
             if not e.surfaced:
                 await self.journal.record(dataclasses.replace(e, seq=self.seq, surfaced=True))
         return found
+
+
+def _result_dict(result: ToolResult) -> dict[str, Any]:
+    """A result's fields as an Entry keeps them. Not dataclasses.asdict, whose deep copy cost more
+    than the rest of a step's journaling: the SQL journals serialize the dict at once, and the
+    memory journal may share `parts` with the tool message, which shares it already."""
+    return dict(vars(result))
 
 
 def journal_thread(configurable: Mapping[str, Any]) -> str:
