@@ -43,6 +43,14 @@ def write_arrays(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
         np.savez_compressed(f, **named)
 
 
+def feature_rows(x: np.ndarray, width: int) -> np.ndarray:
+    """`x` as float32 rows of `width` features; a ValueError for any other shape."""
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim != 2 or x.shape[1] != width:
+        raise ValueError(f"expected feature rows of width {width}, got shape {x.shape}")
+    return x
+
+
 @dataclass
 class TurnClassifier:
     """Label probabilities for feature rows: softmax(relu(X W1 + b1) W2 + b2), or softmax(X W + b)."""
@@ -61,9 +69,7 @@ class TurnClassifier:
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Probabilities, one row per input row, one column per label."""
-        x = np.asarray(x, dtype=np.float32)
-        if x.ndim != 2 or x.shape[1] != self.input_dim:
-            raise ValueError(f"expected feature rows of width {self.input_dim}, got shape {x.shape}")
+        x = feature_rows(x, self.input_dim)
         return softmax(forward(self.layers, x)[-1])
 
     def save(self, path: str | Path) -> None:
@@ -143,9 +149,7 @@ class TwoStageClassifier:
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Probabilities, one row per input row, one column per label."""
-        x = np.asarray(x, dtype=np.float32)
-        if x.ndim != 2 or x.shape[1] != self.input_dim:
-            raise ValueError(f"expected feature rows of width {self.input_dim}, got shape {x.shape}")
+        x = feature_rows(x, self.input_dim)
         gate = softmax(forward(self.gate, x)[-1])
         types = softmax(forward(self.types, x)[-1])
         return np.concatenate([gate[:, :1], gate[:, 1:2] * types], axis=1)

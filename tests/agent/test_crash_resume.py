@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from sigkill_util import kill_at_marker
 
 from agent import Agent, ScriptedModel
 from agent.models import reply
@@ -24,18 +21,7 @@ async def test_killed_process_resumes_from_sqlite(tmp_path: Path) -> None:
     db = tmp_path / "threads.sqlite"
     marker = tmp_path / "marker"
     worker = Path(__file__).with_name("crash_worker.py")
-    proc = subprocess.Popen([sys.executable, str(worker), str(db), str(marker)], cwd=Path(__file__).parents[2])
-    try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            assert proc.poll() is None, "worker exited before reaching the tool"
-            assert time.monotonic() < deadline, "worker never reached the tool"
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    kill_at_marker([str(worker), str(db), str(marker)], marker, "the tool")
 
     crash_worker.MARKER = None  # the resumed tool does not block
     agent = Agent(ScriptedModel([reply("done")]), [crash_worker.archive], checkpointer=f"sqlite:{db}")

@@ -9,12 +9,8 @@ one more; the turn journal is empty again once a turn has committed.
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import sqlite3
-import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +18,7 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from sigkill_util import kill_at_marker
 
 from agent import Agent, ScriptedModel
 from agent.checkpoint import durability_for
@@ -74,18 +71,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
 
 
 def kill_mid_turn(scenario: str, store: Store, log: Path, marker: Path, thread: str) -> None:
-    proc = subprocess.Popen([sys.executable, str(WORKER), scenario, store.arg, str(log), str(marker), thread], cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            assert proc.poll() is None, "worker exited before the blocking call"
-            assert time.monotonic() < deadline, "worker never reached the blocking call"
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    kill_at_marker([str(WORKER), scenario, store.arg, str(log), str(marker), thread], marker, "the blocking call")
 
 
 def effects(log: Path) -> list[str]:

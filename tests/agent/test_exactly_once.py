@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -13,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sigkill_util import kill_at_marker
 
 from agent import Agent, ScriptedModel
 from agent.journal import (
@@ -37,18 +36,7 @@ UNKNOWN = "interrupted: outcome unknown; check before retrying"
 
 
 def kill_when_marked(args: list[str], marker: Path) -> None:
-    proc = subprocess.Popen([sys.executable, str(WORKER), *args], cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            assert proc.poll() is None, "worker exited before the second call ran"
-            assert time.monotonic() < deadline, "worker never reached the second call"
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    kill_at_marker([str(WORKER), *args], marker, "the second call")
 
 
 @pytest.mark.parametrize("second", ["charge", "notify"])

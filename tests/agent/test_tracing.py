@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,16 +42,6 @@ def broken(x: int) -> str:
         x: Anything.
     """
     raise RuntimeError("backend unavailable")
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.enable(provider=provider, capture_content=False)
-    yield exporter
-    tracing.disable()
 
 
 def tree(exporter: InMemorySpanExporter) -> tuple[ReadableSpan, dict[str, list[ReadableSpan]]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from agent import Agent, ScriptedModel, tracing  # noqa: E402
+from agent import Agent, ScriptedModel  # noqa: E402
 from agent.events import FinalAnswer, ToolCallEvent, ToolResultEvent  # noqa: E402
 from agent.ledger import CostLedger  # noqa: E402
 from agent.models import call, reply  # noqa: E402
@@ -98,22 +98,6 @@ def local_add(a: int, b: int = 0) -> int:
         b: Second.
     """
     return a + b
-
-
-@pytest.fixture
-def spans() -> Iterator[Any]:
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.enable(provider=provider, capture_content=False)
-    try:
-        yield exporter
-    finally:
-        tracing.disable()
 
 
 async def test_an_agent_books_parallel_mcp_calls_like_its_own_tools(config: McpServerConfig, spans: Any) -> None:
