@@ -8,8 +8,11 @@ oracle labels file (rows with `runs`, written by `python -m scenarios.routing_ta
 
     rein route eval --data labels.jsonl --model NAME [--router offline|self|cost] [--split test]
 
-then it reports, on that split and for that model's runs, agreement with the oracle and accuracy
-and cost-of-pass of the routed agent, each fixed mode and the oracle, with bootstrap 95% intervals.
+then it reports, on that split and for that model's runs, agreement with the oracle, accuracy,
+cost-of-pass and its cut against reasoning-only, with bootstrap 95% intervals, of each fixed mode,
+the oracle, and either the one --router or (without --router) every router: the source-label
+offline and cost routers, the ones trained on oracle labels (`python -m agent.routing.train
+--labels`), and the self-router from the classification call recorded with each row.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ". Usage: rein route \"QUERY\" | rein route eval --data FILE"
     )
     parser.add_argument("words", nargs="*", metavar="QUERY", help='the query (quote it), or "eval" to score a router')
-    parser.add_argument("--router", choices=ROUTERS, default="offline", help="router to use (default: offline)")
+    parser.add_argument("--router", choices=ROUTERS, default=None,
+                        help="router to use (default: offline; on an oracle labels file: compare them all)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--data", type=Path, help="eval: JSONL file with query and mode fields")
     parser.add_argument("--limit", type=int, help="eval: only the first N queries")
@@ -41,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=int, default=1000, help="oracle eval: bootstrap resamples (default 1000)")
     parser.add_argument("--threshold", type=float, default=0.8, help="cost router: success threshold (default 0.8)")
     parser.add_argument("--weights", type=Path, default=None, help="offline/cost router: weights file (default: shipped)")
+    parser.add_argument("--oracle-weights", type=Path, default=None,
+                        help="oracle eval: router trained on oracle labels (default agent/routing/data/oracle_router.npz)")
 
 
 def _build(args: argparse.Namespace) -> Any:
@@ -88,6 +94,7 @@ def _run_eval(args: argparse.Namespace) -> int:
     if _is_labels_file(args.data):
         return _run_oracle_eval(args)
     rows = load_labeled(args.data)[: args.limit]
+    args.router = args.router or "offline"
     router = _build(args)
     routed = asyncio.run(_route_all(router, [r.query for r in rows], args.router))
     report = score_routes([r.mode for r in rows], [r["mode"] for r in routed])
@@ -127,20 +134,77 @@ def _run_oracle_eval(args: argparse.Namespace) -> int:
     if args.samples < 10:
         raise UserFacingError("--samples must be at least 10")
     rows = load_oracle(args.data, model=args.model, split=None if args.split == "all" else args.split)[: args.limit]
-    router = _build(args)
-    routed = asyncio.run(_route_all(router, [r.query for r in rows], args.router))
-    report = score_oracle(rows, [r["mode"] for r in routed], samples=args.samples)
+    notes: list[str] = []
+    if args.router is None:
+        routed, spent, notes = _compare_all(args, rows)
+    else:
+        router = _build(args)
+        routed = {"routed": [r["mode"] for r in asyncio.run(_route_all(router, [r.query for r in rows], args.router))]}
+        spent = {}
+    report = score_oracle(rows, routed, router_tokens=spent, samples=args.samples)
     if args.json:
-        out: dict[str, Any] = {"router": args.router, "data": str(args.data), "model": args.model,
-                               "split": args.split, **report.as_dict()}
+        out: dict[str, Any] = {"router": args.router or "all", "data": str(args.data), "model": args.model,
+                               "split": args.split, **report.as_dict(), "notes": notes}
         if args.errors:
-            out["misrouted"] = [{"id": row.id, "oracle": row.oracle, "routed": r["mode"], "query": row.query}
-                                for row, r in zip(rows, routed, strict=True) if row.oracle != r["mode"]]
+            out["misrouted"] = {name: [{"id": row.id, "oracle": row.oracle, "routed": m, "query": row.query}
+                                       for row, m in zip(rows, picks, strict=True) if row.oracle != m]
+                                for name, picks in routed.items()}
         print(json.dumps(out, indent=2))
     else:
-        print(f"router {args.router} on {args.data} (model {args.model or 'all'}, split {args.split})")
+        print(f"routers on {args.data} (model {args.model or 'all'}, split {args.split})")
         print(format_oracle_report(report))
+        for note in notes:
+            print(f"note: {note}")
     return 0
+
+
+def _compare_all(args: argparse.Namespace, rows: list[Any]) -> tuple[dict[str, list[str]], dict[str, list[int]], list[str]]:
+    """Every router on the rows: the source-label offline and cost routers, the oracle-label ones when
+    their weights exist, and the self-router from the classification call recorded with each row."""
+    from agent.routing import CostAwareRouter, OfflineRouter
+    from agent.routing.oracle_train import ORACLE_WEIGHTS
+
+    queries = [r.query for r in rows]
+    routed: dict[str, list[str]] = {}
+    notes: list[str] = []
+    source = OfflineRouter(args.weights)
+    routed["offline-src"] = [m["mode"] for m in asyncio.run(_route_all(source, queries, "offline"))]
+    cost_src = CostAwareRouter(threshold=args.threshold, router=source, success=_default_success(),
+                               costs=_default_costs())
+    routed["cost-src"] = [m["mode"] for m in asyncio.run(_route_all(cost_src, queries, "cost"))]
+    oracle_weights = args.oracle_weights or ORACLE_WEIGHTS
+    if oracle_weights.is_file():
+        trained = OfflineRouter(oracle_weights)
+        if trained.weights.meta.get("model") not in (None, *(r.model for r in rows[:1])):
+            notes.append(f"{oracle_weights} was trained on {trained.weights.meta['model']}'s labels")
+        routed["offline-oracle"] = [m["mode"] for m in asyncio.run(_route_all(trained, queries, "offline"))]
+        cost = CostAwareRouter(threshold=args.threshold, router=trained)
+        routed["cost-oracle"] = [m["mode"] for m in asyncio.run(_route_all(cost, queries, "cost"))]
+    else:
+        notes.append(f"no oracle-label router at {oracle_weights}: train one with "
+                     "`python -m agent.routing.train --labels FILE`")
+    spent: dict[str, list[int]] = {}
+    recorded = [r.extra.get("self_route") for r in rows]
+    if all(isinstance(x, dict) and x.get("mode") in ("instant", "reasoning", "agentic") for x in recorded):
+        routed["self"] = [x["mode"] for x in recorded]
+        spent["self"] = [int(x.get("tokens", 0)) for x in recorded]
+    else:
+        missing = sum(not isinstance(x, dict) for x in recorded)
+        notes.append(f"self-router left out: {missing} of {len(rows)} rows have no recorded classification call "
+                     "(rows labelled before it was recorded); score it live with --router self --model NAME")
+    return routed, spent, notes
+
+
+def _default_success() -> dict[str, dict[str, float]]:
+    from agent.routing.cost import default_success
+
+    return default_success()
+
+
+def _default_costs() -> Any:
+    from agent.routing.cost import DEFAULT_MODE_COSTS
+
+    return DEFAULT_MODE_COSTS
 
 
 def run(args: argparse.Namespace) -> int:
@@ -152,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
     query = " ".join(words).strip()
     if not query:
         raise UserFacingError('give a query: rein route "QUERY" (or: rein route eval --data FILE)')
+    args.router = args.router or "offline"
     router = _build(args)
     if args.router == "cost":
         out: dict[str, Any] = {"query": query, "router": "cost", **router.details(query)}

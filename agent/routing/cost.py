@@ -63,7 +63,8 @@ class CostAwareRouter:
     threshold: float = 0.8
     """Predicted success a mode must reach; when none does, the most likely to succeed wins."""
     costs: Mapping[str, ModeCost | Mapping[str, float]] | None = None
-    """Cost per mode (ModeCost or {"input_tokens", "output_tokens"}); DEFAULT_MODE_COSTS by default."""
+    """Cost per mode (ModeCost or {"input_tokens", "output_tokens"}); by default the costs measured with
+    the weights (oracle-label weights), else DEFAULT_MODE_COSTS."""
     unit: str = "tokens"
     """"tokens", or "usd" to price the costs with `price`/`model`."""
     model: str | None = None
@@ -71,7 +72,8 @@ class CostAwareRouter:
     price: Price | None = None
     """Explicit price (overrides model)."""
     success: Mapping[str, Mapping[str, float]] | None = None
-    """success[m][l] matrix; default_success() by default."""
+    """success[m][l] matrix; by default the one measured with the weights (oracle-label weights), else
+    default_success()."""
     weights: str | Path | None = None
     """Offline router weights file; the shipped one by default."""
     router: OfflineRouter | None = field(default=None, repr=False)
@@ -86,7 +88,12 @@ class CostAwareRouter:
             raise ValueError(f"threshold must be between 0 and 1, got {self.threshold}")
         if self.unit not in ("tokens", "usd"):
             raise ValueError(f"unit must be 'tokens' or 'usd', got {self.unit!r}")
-        raw = self.costs if self.costs is not None else DEFAULT_MODE_COSTS
+        # Weights trained on oracle labels carry the success matrix and mode costs measured with them
+        # (agent/routing/oracle_train.py); the shipped source-label weights carry neither.
+        meta = self._router().weights.meta if self.router is not None or self.weights is not None else {}
+        if self.success is None and meta.get("success"):
+            self.success = meta["success"]
+        raw = self.costs if self.costs is not None else meta.get("mode_costs") or DEFAULT_MODE_COSTS
         missing = [m for m in MODES if m not in raw]
         if missing:
             raise ValueError(f"costs lack modes: {', '.join(missing)}")

@@ -10,17 +10,20 @@ running that mode again would repeat it.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from agent.cost_of_pass import CostOfPass
 from agent.errors import UserFacingError
 from agent.ledger import PriceTable
 from agent.plugin_api import MODES
-from agent.routing.bootstrap import Interval, mean_interval, ratio_interval
+from agent.routing.bootstrap import Interval, bootstrap, mean_interval, ratio_interval
 
 NONE = "none"
 """The oracle label of a task no mode solved."""
@@ -122,8 +125,8 @@ def load_oracle(path: str | Path, model: str | None = None, split: str | None = 
 
 @dataclass(frozen=True)
 class StrategyScore:
-    """One strategy (a fixed mode, the routed agent or the oracle): its cost-of-pass, the same
-    CostOfPass that ledgers give (agent/cost_of_pass.py), with bootstrap intervals over tasks."""
+    """One strategy (a fixed mode, a router or the oracle): its cost-of-pass, the same CostOfPass
+    that ledgers give (agent/cost_of_pass.py), with bootstrap intervals over tasks."""
 
     cost: CostOfPass
     """Tasks, tasks solved, tokens and list-price dollars of the recorded runs it picked."""
@@ -134,58 +137,103 @@ class StrategyScore:
     nothing solved)."""
     mix: dict[str, int]
     """How many tasks went to each mode."""
+    agreement: Interval
+    """Share of tasks sent to the oracle's mode (tasks labelled 'none' count as disagreement)."""
+    cut_vs_reasoning: Interval
+    """1 − tokens_per_pass / always-reasoning's tokens_per_pass, paired over resamples (positive:
+    cheaper per pass; None at an end where the strategy solved nothing)."""
+    router_tokens: int = 0
+    """Tokens the router itself spent (the self-router's classification calls), included in cost."""
 
 
 @dataclass(frozen=True)
 class OracleReport:
-    """A router against the oracle labels: agreement, and each strategy's accuracy and cost."""
+    """Routers against the oracle labels: each strategy's agreement, accuracy and cost-of-pass."""
 
     n: int
     """Tasks scored."""
     unsolved: int
     """Tasks no mode solved (oracle 'none')."""
-    agreement: Interval
-    """Share of tasks routed to the oracle's mode (tasks labelled 'none' count as disagreement)."""
     labels: dict[str, int]
     """Oracle label counts."""
     strategies: dict[str, StrategyScore]
-    """always-instant, always-reasoning, always-agentic, routed, oracle."""
+    """always-instant, always-reasoning, always-agentic, each router by name, oracle."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"n": self.n, "unsolved": self.unsolved, "agreement": self.agreement.as_dict(), "labels": self.labels,
-                "strategies": {k: {"accuracy": s.accuracy.as_dict(), "tokens_per_pass": s.tokens_per_pass.as_dict(),
-                                   "tokens": s.cost.tokens, "mix": s.mix} for k, s in self.strategies.items()}}
+        return {"n": self.n, "unsolved": self.unsolved, "labels": self.labels,
+                "strategies": {k: {"agreement": s.agreement.as_dict(), "accuracy": s.accuracy.as_dict(),
+                                   "tokens_per_pass": s.tokens_per_pass.as_dict(),
+                                   "cut_vs_reasoning": s.cut_vs_reasoning.as_dict(), "tokens": s.cost.tokens,
+                                   "router_tokens": s.router_tokens, "mix": s.mix}
+                               for k, s in self.strategies.items()}}
 
 
-def _score(rows: Sequence[OracleRow], picks: Sequence[str], samples: int, seed: int) -> StrategyScore:
+def _cut(tokens: np.ndarray, passed: np.ndarray, base_tokens: np.ndarray, base_passed: np.ndarray,
+         samples: int, seed: int) -> Interval:
+    """1 − (Σtokens/Σpassed) / (Σbase_tokens/Σbase_passed) with a paired bootstrap interval."""
+
+    def ratio(idx: np.ndarray) -> float:  # the cost ratio; larger is worse, inf when nothing passed
+        wins, base_wins, base = passed[idx].sum(), base_passed[idx].sum(), base_tokens[idx].sum()
+        if not wins:
+            return math.inf
+        if not base_wins or not base:
+            return 0.0
+        return float(tokens[idx].sum() / wins / (base / base_wins))
+
+    r = bootstrap(len(tokens), ratio, samples=samples, seed=seed)
+
+    def one_minus(x: float | None) -> float | None:
+        return None if x is None else 1.0 - x
+
+    return Interval(one_minus(r.value), one_minus(r.high), one_minus(r.low))
+
+
+def _score(rows: Sequence[OracleRow], picks: Sequence[str], samples: int, seed: int,
+           extra: Sequence[int] | None = None) -> StrategyScore:
     runs = [row.runs[m] for row, m in zip(rows, picks, strict=True)]
-    passed = [float(r.success) for r in runs]
-    tokens = [float(r.tokens) for r in runs]
+    extra = list(extra) if extra is not None else [0] * len(rows)
+    passed_list = [float(r.success) for r in runs]
+    tokens_list = [float(r.tokens + x) for r, x in zip(runs, extra, strict=True)]
+    passed, tokens = np.array(passed_list), np.array(tokens_list)
+    base = [row.runs["reasoning"] for row in rows]
     prices = PriceTable()
     dollars = sum(prices.price_for(row.model).dollars(r.tokens - r.output_tokens, r.output_tokens)
                   for row, r in zip(rows, runs, strict=True))
-    cost = CostOfPass(attempts=len(runs), correct=sum(r.success for r in runs), tokens=sum(r.tokens for r in runs),
+    cost = CostOfPass(attempts=len(runs), correct=sum(r.success for r in runs), tokens=int(tokens.sum()),
                       output_tokens=sum(r.output_tokens for r in runs), dollars=dollars)
-    return StrategyScore(cost, mean_interval(passed, samples=samples, seed=seed),
-                         ratio_interval(tokens, passed, samples=samples, seed=seed), _tally(picks, MODES))
+    agree = [float(row.oracle == m) for row, m in zip(rows, picks, strict=True)]
+    return StrategyScore(
+        cost, mean_interval(passed_list, samples=samples, seed=seed),
+        ratio_interval(tokens_list, passed_list, samples=samples, seed=seed), _tally(picks, MODES),
+        mean_interval(agree, samples=samples, seed=seed),
+        _cut(tokens, passed, np.array([float(r.tokens) for r in base]), np.array([float(r.success) for r in base]),
+             samples, seed),
+        router_tokens=sum(extra))
 
 
-def score_oracle(rows: Sequence[OracleRow], routed: Sequence[str], *, samples: int = 1000, seed: int = 0) -> OracleReport:
-    """Agreement with the oracle, and accuracy and cost-of-pass of fixed, routed and oracle strategies.
+def score_oracle(rows: Sequence[OracleRow], routed: Sequence[str] | Mapping[str, Sequence[str]], *,
+                 router_tokens: Mapping[str, Sequence[int]] | None = None, samples: int = 1000,
+                 seed: int = 0) -> OracleReport:
+    """Agreement with the oracle, accuracy and cost-of-pass of fixed modes, routers and the oracle.
 
-    The same resampling seed is used for every statistic, so their intervals are paired.
-    The oracle strategy answers an unsolved task with the cheapest mode's (failed) run.
+    routed: one router's modes (scored as "routed") or several routers' by name; router_tokens:
+    tokens a router spent per task (added to its cost). The same resampling seed is used for every
+    statistic, so their intervals are paired. The oracle strategy answers an unsolved task with the
+    cheapest mode's (failed) run.
     """
-    if len(rows) != len(routed):
-        raise ValueError(f"{len(rows)} rows but {len(routed)} routed modes")
+    routers = {"routed": routed} if not isinstance(routed, Mapping) else dict(routed)
+    for name, picks in routers.items():
+        if len(rows) != len(picks):
+            raise ValueError(f"{len(rows)} rows but {len(picks)} routed modes for {name}")
+    spent = router_tokens or {}
     strategies = {f"always-{m}": _score(rows, [m] * len(rows), samples, seed) for m in MODES}
-    strategies["routed"] = _score(rows, routed, samples, seed)
+    for name, picks in routers.items():
+        strategies[name] = _score(rows, picks, samples, seed, spent.get(name))
     oracle_picks = [r.oracle if r.oracle != NONE else cheapest(r.runs) for r in rows]
     strategies["oracle"] = _score(rows, oracle_picks, samples, seed)
     labels = _tally((r.oracle for r in rows), (*MODES, NONE))
-    agree = [float(r.oracle == p) for r, p in zip(rows, routed, strict=True)]
-    return OracleReport(len(rows), labels[NONE], mean_interval(agree, samples=samples, seed=seed), labels, strategies)
+    return OracleReport(len(rows), labels[NONE], labels, strategies)
 
 
 def format_oracle_report(report: OracleReport) -> str:
@@ -197,13 +245,21 @@ def format_oracle_report(report: OracleReport) -> str:
     def tok(i: Interval) -> str:
         return "inf" if i.value is None else f"{i.value:8.1f} [{_t(i.low)}, {_t(i.high)}]"
 
-    lines = [f"{report.n} tasks; oracle labels " + ", ".join(f"{k} {v}" for k, v in report.labels.items()),
-             f"agreement with oracle: {pct(report.agreement)}", "",
-             f"{'strategy':<18} {'accuracy [95% CI]':<26} {'tokens/pass [95% CI]':<28} mix"]
+    def cut(i: Interval) -> str:
+        return "n/a" if i.value is None else f"{i.value:+7.1%} [{_s(i.low)}, {_s(i.high)}]"
+
+    lines = [f"{report.n} tasks; oracle labels " + ", ".join(f"{k} {v}" for k, v in report.labels.items()), "",
+             f"{'strategy':<16} {'agreement [95% CI]':<24} {'accuracy [95% CI]':<24} {'tokens/pass [95% CI]':<28} "
+             f"{'cut vs reasoning':<26} mix"]
     for name, s in report.strategies.items():
         mix = " ".join(f"{m[0]}{c}" for m, c in s.mix.items())
-        lines.append(f"{name:<18} {pct(s.accuracy):<26} {tok(s.tokens_per_pass):<28} {mix}")
+        lines.append(f"{name:<16} {pct(s.agreement):<24} {pct(s.accuracy):<24} {tok(s.tokens_per_pass):<28} "
+                     f"{cut(s.cut_vs_reasoning):<26} {mix}")
     return "\n".join(lines)
+
+
+def _s(x: float | None) -> str:
+    return "-inf" if x is None else f"{x:+.1%}"
 
 
 def _p(x: float | None) -> str:

@@ -2,6 +2,9 @@
 
     python -m agent.routing.train            # rebuild agent/routing/data/offline_router.npz
     python -m agent.routing.train --ablation # also report the variants (no features, no augmentation…)
+    python -m agent.routing.train --labels labels.jsonl   # on oracle labels: agent/routing/data/oracle_router.npz
+
+With --labels it trains on the oracle labels of a labelling run instead (agent/routing/oracle_train.py).
 
 Reads `routing_train.jsonl` (and `routing_dev.jsonl` for the report) from ../shared/data/routing
 relative to the repository, or from --data-dir. Only this script reads those files; the router
@@ -198,7 +201,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="folder with routing_train.jsonl")
     parser.add_argument("--out", type=Path, default=DEFAULT_WEIGHTS, help="where to write the weights")
     parser.add_argument("--ablation", action="store_true", help="also train and report the variants (not saved)")
+    parser.add_argument("--labels", type=Path, default=None,
+                        help="train on this oracle labels file instead (writes agent/routing/data/oracle_router.npz)")
+    parser.add_argument("--model", default=None, help="with --labels: whose rows (default: the file's only model)")
+    parser.add_argument("--none", choices=("drop", "cheapest"), default="drop",
+                        help="with --labels: tasks no mode solved are dropped (default) or labelled with the cheapest mode")
     args = parser.parse_args(argv)
+    if args.labels is not None:
+        return _main_labels(args, parser)
     if not (args.data_dir / "routing_train.jsonl").is_file():
         print(f"routing_train.jsonl not found in {args.data_dir}; pass --data-dir", file=sys.stderr)
         return 2
@@ -211,6 +221,26 @@ def main(argv: list[str] | None = None) -> int:
             weights.save(args.out)
             summary[name]["saved"] = str(args.out)
     print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _main_labels(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from agent.errors import UserFacingError
+    from agent.routing.oracle_train import ORACLE_WEIGHTS, train_on_labels
+
+    if args.ablation:
+        parser.error("--ablation is for the source-label router; leave it out with --labels")
+    out = args.out if args.out != DEFAULT_WEIGHTS else ORACLE_WEIGHTS  # never overwrite the source-label router
+    try:
+        weights, meta = train_on_labels(args.labels, args.model, args.none)
+    except UserFacingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out.parent.mkdir(parents=True, exist_ok=True)
+    weights.save(out)
+    print(json.dumps({**{k: meta[k] for k in ("model", "none", "train_rows", "train_queries", "label_counts",
+                                               "validation_rows", "success", "success_counts", "mode_costs",
+                                               "results")}, "saved": str(out)}, indent=2))
     return 0
 
 

@@ -1,33 +1,41 @@
 """Oracle labels from real runs: every task in every mode, recorded as a cassette per model.
 
     python -m scenarios.routing_tasks.labeling --model NAME --out labels.jsonl \
-        [--cassettes DIR] [--replay] [--split test] [--limit N] [--graph DIR]
+        [--cassettes DIR] [--replay] [--split test] [--limit N] [--graph DIR] [--order stratified|file]
 
 Each task runs as one user turn through agent.runtime.Agent in instant, reasoning and agentic
 mode (the A²FM paths), greedy, and its final answer is graded. A row per task (see
 agent.routing.oracle) records success, tokens and latency of each mode and the oracle label.
 Model calls go through a CassetteModel (DIR/<model>.jsonl); with --replay no model is loaded and
 the cassette alone answers, so labels and the benchmark are recomputed without the model.
-Retrieval tasks need a graph built over the MuSiQue corpus (--graph); without one they are skipped.
+
+The run is resumable: each row is appended to --out (flushed) as soon as the task's three modes
+are done, and a rerun skips the tasks --out already holds for the model (labels_file.py). By
+default tasks run in a stratified order, so any prefix of a run samples every split and kind.
+Retrieval tasks need a graph over the MuSiQue corpus: `--graph DIR` loads it, or builds it into
+DIR when DIR is empty (graph.py); without --graph they are skipped.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
+import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.errors import UserFacingError
 from agent.messages import ModelSettings
 from agent.models import CassetteModel, Model, resolve_model
 from agent.modes import A2FM_MODES, StepLimits
 from agent.plugin_api import MODES, Mode
 from agent.routing.oracle import ModeRun, OracleRow, oracle_label
 from scenarios.routing_tasks.graders import grade
+from scenarios.routing_tasks.graph import MUSIQUE_DIR, RETRIEVER, ensure_graph
+from scenarios.routing_tasks.labels_file import ORDERS, append_row, clock, resume, stratified_order
 from scenarios.routing_tasks.task import RoutingTask, load_tasks
 from tools import Tool
 
@@ -46,8 +54,29 @@ class LabelSettings:
     """Graph folder for retrieval tasks (None: skip them)."""
 
 
-def task_tools(task: RoutingTask, graph_dir: str | None = None) -> list[Tool] | None:
+@dataclass
+class ToolCache:
+    """Toolkits built once per run: loading the retrieval graph takes seconds, so it is not redone per task."""
+
+    graph_dir: str | None = None
+    """Graph folder for retrieval tasks (None: they get no tools and are skipped)."""
+    _retrieval: list[Tool] | None = field(default=None, repr=False)
+    """The retrieval tools, once loaded."""
+
+    def retrieval(self) -> list[Tool] | None:
+        """The retrieval toolkit's tools over the graph, or None without a graph."""
+        if self.graph_dir is None:
+            return None
+        if self._retrieval is None:
+            from graphs.tool import retrieval_toolkit
+
+            self._retrieval = list(retrieval_toolkit(self.graph_dir, retriever=RETRIEVER).as_dict().values())
+        return self._retrieval
+
+
+def task_tools(task: RoutingTask, graph_dir: str | None = None, cache: ToolCache | None = None) -> list[Tool] | None:
     """The tools a task's runs are offered (read tools only), or None when they are not available."""
+    cache = cache or ToolCache(graph_dir)
     out: list[Tool] = []
     for name in task.tools:
         if name == "calculate":
@@ -61,11 +90,10 @@ def task_tools(task: RoutingTask, graph_dir: str | None = None) -> list[Tool] | 
             out += [t for n, t in env.agent_toolkit().as_dict().items()
                     if not env.is_mutating(n) and n != "transfer_to_human_agents"]
         elif name == "retrieval":
-            if graph_dir is None:
+            retrieval = cache.retrieval()
+            if retrieval is None:
                 return None
-            from graphs.tool import retrieval_toolkit
-
-            out += list(retrieval_toolkit(graph_dir).as_dict().values())
+            out += retrieval
         else:
             raise ValueError(f"task {task.id}: unknown toolkit {name!r}")
     return out
@@ -92,22 +120,66 @@ async def run_mode(model: Model, task: RoutingTask, mode: Mode, tools: list[Tool
     )
 
 
+async def self_route(model: Model, task: RoutingTask, tools: list[Tool]) -> dict[str, object]:
+    """The model's own choice of mode for the task (A²FM self-routing: one short classification call,
+    offered the task's tool names as an agent would be), so `rein route eval` can score it from the file."""
+    from agent.routing import SelfRouter
+
+    decision, response = await SelfRouter().classify(task.query, model, [t.name for t in tools])
+    usage = response.usage if response is not None else None
+    return {"mode": decision.mode, "tokens": usage.total_tokens if usage else 0,
+            "output_tokens": usage.output_tokens if usage else 0, "reply": (response.text if response else "")[:80]}
+
+
 async def label_tasks(model: Model, tasks: Sequence[RoutingTask], settings: LabelSettings = LabelSettings(),
-                      model_name: str | None = None) -> tuple[list[OracleRow], list[str]]:
-    """Run every task in every mode; the rows, and the ids of tasks skipped for want of tools."""
+                      model_name: str | None = None,
+                      on_row: Callable[[OracleRow], None] | None = None) -> tuple[list[OracleRow], list[str]]:
+    """Run every task in every mode; the rows, and the ids of tasks skipped for want of tools.
+
+    on_row is called with each row as soon as its task is done (the labels file appends it there).
+    """
     rows, skipped = [], []
+    cache = ToolCache(settings.graph_dir)
     for task in tasks:
-        tools = task_tools(task, settings.graph_dir)
+        tools = task_tools(task, cache=cache)
         if tools is None:
             skipped.append(task.id)
             continue
         runs: dict[str, ModeRun] = {m: await run_mode(model, task, m, tools, settings) for m in MODES}
-        rows.append(OracleRow(
+        row = OracleRow(
             id=task.id, query=task.query, model=model_name or model.name, runs=runs, split=task.split,
             oracle=oracle_label(runs),
-            extra={"kind": task.kind, "family": task.family, "style": task.style, "source_item": task.source_item},
-        ))
+            extra={"kind": task.kind, "family": task.family, "style": task.style, "source_item": task.source_item,
+                   "self_route": await self_route(model, task, tools)},
+        )
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
     return rows, skipped
+
+
+@dataclass
+class Progress:
+    """Tasks done out of the run's total, elapsed time and ETA, one line per task on stderr."""
+
+    total: int
+    """Tasks the run has to label (those already in --out excluded)."""
+    before: int = 0
+    """Tasks already in --out when the run started."""
+    done: int = 0
+    """Tasks labelled by this run."""
+    started: float = field(default_factory=time.perf_counter)
+    """When the run started (perf_counter)."""
+
+    def line(self, row: OracleRow) -> str:
+        """The progress line after `row`."""
+        self.done += 1
+        elapsed = time.perf_counter() - self.started
+        eta = elapsed / self.done * (self.total - self.done)
+        ok = "".join(m[0].upper() if r.success else "." for m, r in row.runs.items())
+        return (f"[{self.before + self.done}/{self.before + self.total}] {row.id} ({row.split}, "
+                f"{row.extra.get('kind')}) {ok} -> {row.oracle}; {sum(r.latency_s for r in row.runs.values()):.1f} s; "
+                f"elapsed {clock(elapsed)}, ETA {clock(eta)}")
 
 
 def cassette_path(directory: Path, model_name: str) -> Path:
@@ -115,32 +187,77 @@ def cassette_path(directory: Path, model_name: str) -> Path:
     return directory / (re.sub(r"[^A-Za-z0-9_.-]+", "_", model_name) + ".jsonl")
 
 
+def label_to_file(model: Model, tasks: Sequence[RoutingTask], out: Path, settings: LabelSettings = LabelSettings(),
+                  model_name: str | None = None, log: Callable[[str], None] | None = None) -> tuple[int, list[str]]:
+    """Label the tasks `out` does not yet hold for the model, appending each row as it is done.
+
+    Returns how many rows were added and the ids skipped for want of tools.
+    """
+    name = model_name or model.name
+    state = resume(out, name)
+    todo = [t for t in tasks if t.id not in state.done]
+    progress = Progress(total=len(todo), before=len(tasks) - len(todo))
+    if log is not None and state.done:
+        log(f"{out}: {len(tasks) - len(todo)} of these {len(tasks)} tasks already labelled for {name}; "
+            f"{len(todo)} to go")
+
+    def write(row: OracleRow) -> None:
+        append_row(out, row.as_json())
+        if log is not None:
+            log(progress.line(row))
+
+    rows, skipped = asyncio.run(label_tasks(model, todo, settings, model_name=name, on_row=write))
+    return len(rows), skipped
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run routing tasks in every mode and write oracle labels.")
     parser.add_argument("--model", required=True, help="model name (rein's resolver), e.g. local:qwen2.5-0.5b")
-    parser.add_argument("--out", type=Path, required=True, help="labels file to write (JSON Lines)")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="labels file (JSON Lines); rows are appended, tasks it holds are skipped")
     parser.add_argument("--tasks", type=Path, default=None, help="task file (default: the shipped set)")
     parser.add_argument("--cassettes", type=Path, default=Path("routing_cassettes"), help="cassette folder")
     parser.add_argument("--replay", action="store_true", help="answer from the cassette only; load no model")
     parser.add_argument("--split", default=None, help="only this split")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N tasks (after --split)")
-    parser.add_argument("--graph", default=None, help="graph folder for retrieval tasks")
+    parser.add_argument("--order", choices=ORDERS, default="stratified",
+                        help="stratified (default): any prefix samples every split and kind; file: file order")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N tasks (after --split and --order)")
+    parser.add_argument("--graph", default=None,
+                        help="graph folder for retrieval tasks; built there from the MuSiQue files when empty")
+    parser.add_argument("--musique-dir", type=Path, default=MUSIQUE_DIR,
+                        help="MuSiQue-100 files to build the graph from (default: ../shared/data/musique)")
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--agentic-steps", type=int, default=6)
     args = parser.parse_args(argv)
-    tasks = load_tasks(args.tasks, args.split) if args.tasks else load_tasks(split=args.split)
-    tasks = tasks[: args.limit]
-    path = cassette_path(args.cassettes, args.model)
-    model = (CassetteModel(path, mode="replay") if args.replay
-             else CassetteModel(path, resolve_model(args.model), mode="auto"))
-    settings = LabelSettings(args.max_tokens, args.agentic_steps, args.graph)
-    started = time.perf_counter()
-    rows, skipped = asyncio.run(label_tasks(model, tasks, settings, model_name=args.model))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("".join(json.dumps(r.as_json(), ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    try:
+        tasks = load_tasks(args.tasks, args.split) if args.tasks else load_tasks(split=args.split)
+        if args.order == "stratified":
+            tasks = stratified_order(tasks)
+        tasks = tasks[: args.limit]
+        if args.graph is not None and any("retrieval" in t.tools for t in tasks):
+            ensure_graph(args.graph, args.musique_dir)
+        path = cassette_path(args.cassettes, args.model)
+        model = (CassetteModel(path, mode="replay") if args.replay
+                 else CassetteModel(path, resolve_model(args.model), mode="auto"))
+        settings = LabelSettings(args.max_tokens, args.agentic_steps, args.graph)
+        started = time.perf_counter()
+        added, skipped = label_to_file(model, tasks, args.out, settings, model_name=args.model, log=_stderr)
+    except UserFacingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from agent.routing.oracle import load_oracle
+
+    try:
+        rows = load_oracle(args.out, model=args.model)
+    except UserFacingError:  # nothing labelled for this model yet (e.g. every task was skipped)
+        rows = []
     counts = {k: sum(r.oracle == k for r in rows) for k in (*MODES, "none")}
-    print(f"{len(rows)} tasks labelled with {args.model} in {time.perf_counter() - started:.1f} s "
-          f"({len(skipped)} skipped, no tools) -> {args.out}; cassette {path}")
+    print(f"{added} tasks labelled with {args.model} in {time.perf_counter() - started:.1f} s "
+          f"({len(skipped)} skipped, no tools); {len(rows)} rows for it in {args.out}; cassette {path}")
     print("oracle labels: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     return 0
 

@@ -75,7 +75,8 @@ def test_labeling_command_replays_and_route_eval_reports_intervals(tmp_path: Pat
     assert report["strategies"]["oracle"]["accuracy"]["value"] == 1.0
     assert report["strategies"]["always-reasoning"]["accuracy"]["value"] == 1.0
     assert report["strategies"]["always-instant"]["accuracy"]["value"] == 0.25
-    assert 0.0 <= report["agreement"]["low"] <= report["agreement"]["value"] <= report["agreement"]["high"]
+    agreement = report["strategies"]["routed"]["agreement"]
+    assert 0.0 <= agreement["low"] <= agreement["value"] <= agreement["high"]
     assert main(["route", "eval", "--data", str(out), "--model", "nobody", "--router", "self"]) == 2
 
 
@@ -109,7 +110,7 @@ def test_score_oracle_pairs_strategies_on_the_same_rows() -> None:
                                          "agentic": ModeRun(True, 200)}) for i in range(20)]
     rows = [OracleRow(r.id, r.query, r.model, r.runs, oracle=oracle_label(r.runs)) for r in rows]
     report = score_oracle(rows, [r.oracle for r in rows], samples=200)
-    assert report.agreement.value == 1.0
+    assert report.strategies["routed"].agreement.value == 1.0
     assert report.strategies["routed"].accuracy.value == 1.0
     assert report.strategies["oracle"].tokens_per_pass.value == pytest.approx((10 * 10 + 10 * 50) / 20)
     assert report.strategies["always-instant"].accuracy.value == 0.5

@@ -1,0 +1,154 @@
+"""Train the offline router on oracle labels, and measure the success matrix of the cost-aware policy.
+
+    python -m agent.routing.train --labels labels.jsonl [--model NAME] [--none drop|cheapest] [--out PATH]
+
+The router learns, from the labels file's **train** split, the oracle label of each task: the
+cheapest mode that actually succeeded with that model (agent/routing/oracle.py). Tasks that no
+mode solved ("none") are dropped by default: no mode is right for them, so they say nothing about
+which mode a query needs. `--none cheapest` instead labels them with the mode whose failed run
+cost least, which is what the oracle strategy does with them, and teaches the router to spend
+little on queries like them.
+
+On the **validation** split it measures S[m][l], the share of tasks with oracle label l that mode
+m solved, which the cost-aware policy uses as P(success | run in m, needs l), and on the train
+split the mean tokens of each mode. Both are stored in the weights' metadata, so
+`CostAwareRouter(weights=PATH)` uses them. A cell with few tasks is pulled toward the default
+(1 when m is not cheaper than l, else 0) by one pseudo-task, so an empty column is the default.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from agent.errors import UserFacingError
+from agent.plugin_api import MODES
+from agent.routing.cost import ModeCost, default_success
+from agent.routing.offline import DATA_DIR, RouterWeights
+from agent.routing.oracle import NONE, OracleRow, cheapest, load_oracle
+from agent.routing.router_eval import LabeledQuery
+
+ORACLE_WEIGHTS = DATA_DIR / "oracle_router.npz"
+"""Default output of training on oracle labels (the source-label router stays offline_router.npz)."""
+NonePolicy = Literal["drop", "cheapest"]
+
+
+@dataclass(frozen=True)
+class SuccessMatrix:
+    """S[m][l]: the share of tasks with oracle label l that mode m solved, measured on a split."""
+
+    success: dict[str, dict[str, float]]
+    """mode m → oracle label l → smoothed share solved."""
+    counts: dict[str, int]
+    """Tasks per oracle label l (tasks labelled none are not counted)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"success": self.success, "counts": self.counts}
+
+
+def training_rows(rows: Sequence[OracleRow], none: NonePolicy = "drop") -> list[LabeledQuery]:
+    """The router's training queries: each row's query with its oracle label (see the module doc for none)."""
+    out = []
+    for row in rows:
+        label = row.oracle
+        if label == NONE:
+            if none == "drop":
+                continue
+            label = cheapest(row.runs)
+        out.append(LabeledQuery(row.query, label, {"id": row.id}))
+    return out
+
+
+def success_matrix(rows: Sequence[OracleRow]) -> SuccessMatrix:
+    """S[m][l] over rows, each cell (solved + default) / (tasks + 1)."""
+    prior = default_success()
+    counts = Counter(r.oracle for r in rows if r.oracle != NONE)
+    success: dict[str, dict[str, float]] = {}
+    for m in MODES:
+        success[m] = {}
+        for label in MODES:
+            solved = sum(r.runs[m].success for r in rows if r.oracle == label)
+            success[m][label] = round((solved + prior[m][label]) / (counts[label] + 1), 4)
+    return SuccessMatrix(success, {label: counts[label] for label in MODES})
+
+
+def mode_costs(rows: Sequence[OracleRow]) -> dict[str, ModeCost]:
+    """Mean input and output tokens of each mode's runs."""
+    if not rows:
+        raise ValueError("no rows to measure mode costs on")
+    out: dict[str, ModeCost] = {}
+    for m in MODES:
+        runs = [r.runs[m] for r in rows]
+        output = sum(x.output_tokens for x in runs) / len(runs)
+        out[m] = ModeCost(input_tokens=round(sum(x.tokens for x in runs) / len(runs) - output, 1),
+                          output_tokens=round(output, 1))
+    return out
+
+
+def only_model(path: Path, model: str | None) -> str:
+    """The model whose rows to use: `model`, or the file's only model."""
+    if model is not None:
+        return model
+    models = sorted({r.model for r in load_oracle(path)})
+    if len(models) != 1:
+        raise UserFacingError(f"{path} holds rows of {len(models)} models ({', '.join(models)}); pass --model")
+    return models[0]
+
+
+def train_on_labels(path: Path, model: str | None = None, none: NonePolicy = "drop",
+                    config: Any = None) -> tuple[RouterWeights, dict[str, Any]]:
+    """Fit the router on the train split's oracle labels; measure S on validation and costs on train."""
+    from agent.embeddings import embed_texts
+    from agent.routing.train import SEED, RouterTrainConfig, _accuracy, augment, fit
+
+    config = config or RouterTrainConfig()
+    name = only_model(path, model)
+    everything = load_oracle(path, model=name)
+    train = [r for r in everything if r.split == "train"]
+    validation = [r for r in everything if r.split == "validation"]
+    labelled = training_rows(train, none)
+    if len({q.mode for q in labelled}) < 2:
+        raise UserFacingError(
+            f"{path}: the train split has {len(labelled)} usable rows for {name} with "
+            f"{len({q.mode for q in labelled})} distinct oracle labels; label more tasks first")
+    rows = augment(labelled, config.augment_copies) if config.augment_copies else labelled
+    weights = fit(rows, embed_texts([r.query for r in rows]), config)
+    matrix = success_matrix(validation)
+    costs = mode_costs(train)
+    results: dict[str, Any] = {"train": _accuracy(weights, labelled, embed_texts)}
+    held = training_rows(validation, none)
+    if held:
+        results["validation"] = _accuracy(weights, held, embed_texts)
+    weights.meta = {
+        "trained_on": "oracle labels",
+        "labels_file": str(path),
+        "model": name,
+        "none": none,
+        "train_rows": len(train),
+        "train_queries": len(labelled),
+        "training_rows": len(rows),
+        "label_counts": dict(Counter(r.oracle for r in train)),
+        "validation_rows": len(validation),
+        "success": matrix.success,
+        "success_counts": matrix.counts,
+        "mode_costs": {m: {"input_tokens": c.input_tokens, "output_tokens": c.output_tokens} for m, c in costs.items()},
+        "features": _feature_names(),
+        "modes": list(MODES),
+        "config": config.__dict__,
+        "seed": SEED,
+        "results": results,
+    }
+    return weights, weights.meta
+
+
+def _feature_names() -> list[str]:
+    from agent.routing.features import FEATURE_NAMES
+
+    return list(FEATURE_NAMES)
+
+
+__all__ = ["ORACLE_WEIGHTS", "SuccessMatrix", "mode_costs", "success_matrix", "train_on_labels", "training_rows"]

@@ -1,0 +1,134 @@
+"""A labels file that grows one row at a time: resume where a run stopped, and a stratified order.
+
+A labelling run appends each task's row (see agent.routing.oracle.OracleRow) as soon as its three
+modes are done, flushed to disk, so a run killed at any point loses at most the task in flight.
+Rerunning it reads the file, skips the tasks it already holds for that model, and appends the rest.
+A run killed while writing leaves a truncated last line: it is moved to `<out>.rejected` (nothing
+is thrown away) and the task is run again, free where its model calls are in the cassette. A bad
+line anywhere else is an error: the file was edited or is not a labels file, and it is left alone.
+
+The stratified order interleaves splits, kinds and families so that any prefix of a run is a
+stratified sample of the whole set: each (split, kind, family) group is spread evenly across the
+run, in a seeded shuffle within the group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.errors import UserFacingError
+from scenarios.routing_tasks.task import RoutingTask
+
+ORDERS = ("stratified", "file")
+"""Task orders of a run: stratified (default) or the task file's own order."""
+
+
+def stratified_order(tasks: Sequence[RoutingTask], seed: int = 0) -> list[RoutingTask]:
+    """The tasks reordered so that every prefix holds each (split, kind, family) group in proportion.
+
+    Task i of a group of n (after a seeded shuffle) sits at position (i + 0.5) / n of the run;
+    ties go to a seeded random order, so no group always comes first.
+    """
+    groups: dict[tuple[str, str, str], list[RoutingTask]] = defaultdict(list)
+    for task in sorted(tasks, key=lambda t: t.id):
+        groups[(task.split, task.kind, task.family)].append(task)
+    rng = random.Random(seed)
+    keyed: list[tuple[float, float, RoutingTask]] = []
+    for key in sorted(groups):
+        members = groups[key]
+        rng.shuffle(members)
+        keyed += [((i + 0.5) / len(members), rng.random(), t) for i, t in enumerate(members)]
+    keyed.sort(key=lambda x: (x[0], x[1]))
+    return [t for _, _, t in keyed]
+
+
+@dataclass(frozen=True)
+class ResumeState:
+    """What an existing labels file already holds."""
+
+    done: frozenset[str]
+    """Task ids with a complete row for the run's model."""
+    rows: int
+    """Complete rows in the file (any model)."""
+    rejected: str | None = None
+    """The truncated last line that was moved aside, if there was one."""
+
+
+def _row_ok(item: Any) -> bool:
+    return isinstance(item, dict) and isinstance(item.get("id"), str) and isinstance(item.get("runs"), dict)
+
+
+def resume(path: Path, model: str) -> ResumeState:
+    """Read `path` (if it exists) and repair a truncated last line; raise on a bad line elsewhere.
+
+    The truncated line is appended to `<path>.rejected` and cut from the file, and a complete last
+    line without its newline gets one, so the next row can be appended safely.
+    """
+    if not path.exists():
+        return ResumeState(frozenset(), 0)
+    if not path.is_file():
+        raise UserFacingError(f"--out {path} exists and is not a file")
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    tail = lines.pop()  # the bytes after the last newline: b"" when the file ends cleanly
+    done: set[str] = set()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            item = None
+        if not _row_ok(item):
+            raise UserFacingError(
+                f"{path}:{number}: not a labels row; the file was edited or is not a labels file "
+                "(fix or remove that line, or choose another --out)")
+        if item.get("model") == model:
+            done.add(item["id"])
+    rejected = None
+    if tail.strip():
+        try:
+            item = json.loads(tail)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            item = None
+        if _row_ok(item):
+            with path.open("ab") as f:
+                f.write(b"\n")
+            lines.append(tail)
+            if item.get("model") == model:
+                done.add(item["id"])
+        else:
+            rejected = tail.decode("utf-8", errors="replace")
+            with Path(f"{path}.rejected").open("ab") as f:
+                f.write(tail + b"\n")
+            with path.open("r+b") as f:
+                f.truncate(len(raw) - len(tail))
+            print(f"{path}: its last line was cut off mid-write ({len(tail)} bytes); moved it to {path}.rejected "
+                  "and will run that task again", file=sys.stderr)
+    return ResumeState(frozenset(done), sum(bool(x.strip()) for x in lines), rejected)
+
+
+def append_row(path: Path, row: dict[str, Any]) -> None:
+    """Append one row and make it durable before the next task starts."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def clock(seconds: float) -> str:
+    """h:mm:ss."""
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+__all__ = ["ORDERS", "ResumeState", "append_row", "clock", "resume", "stratified_order"]

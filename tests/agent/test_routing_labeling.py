@@ -1,0 +1,216 @@
+"""Resumable labelling: a killed run resumes where it stopped, bad --out files, stratified order, the graph."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from routing_label_worker import scripted_answer  # noqa: E402
+from sigkill_util import kill_at_marker  # noqa: E402
+
+from agent.errors import UserFacingError
+from agent.messages import ModelRequest
+from agent.models import FunctionModel
+from scenarios.routing_tasks import load_tasks
+from scenarios.routing_tasks.graph import ensure_graph
+from scenarios.routing_tasks.labeling import label_to_file
+from scenarios.routing_tasks.labeling import main as label_main
+from scenarios.routing_tasks.labels_file import resume, stratified_order
+
+ALL = load_tasks()
+FAMILIES = ("trivia", "gsm8k", "bignum", "convert")
+PICK = [t for f in FAMILIES for t in [x for x in ALL if x.family == f and x.split == "test"][:2]]
+WORKER = Path(__file__).parent / "routing_label_worker.py"
+
+
+def _tasks_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(t.as_json()) + "\n" for t in PICK))
+    return path
+
+
+def _model(asked: list[str]) -> FunctionModel:
+    def answer(request: ModelRequest) -> str:
+        asked.append(next(m.text for m in reversed(request.messages) if m.role == "user"))
+        return scripted_answer(request, PICK)
+
+    return FunctionModel(answer, name="scripted")
+
+
+def _labels(path: Path) -> list[dict]:
+    """The rows without their wall times (the only field that differs between two runs)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in rows:
+        for run in row["runs"].values():
+            run.pop("latency_s")
+    return rows
+
+
+def test_a_killed_run_resumes_without_rerunning_finished_tasks(tmp_path: Path) -> None:
+    tasks = _tasks_file(tmp_path)
+    order = stratified_order(PICK)
+    out, marker = tmp_path / "killed.jsonl", tmp_path / "marker"
+    kill_at_marker([str(WORKER), str(tasks), str(out), str(marker), "3"], marker, "task 3's reasoning call")
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == [t.id for t in order[:3]]
+
+    asked: list[str] = []
+    added, skipped = label_to_file(_model(asked), order, out, model_name="scripted")
+    assert (added, skipped) == (len(PICK) - 3, [])
+    assert not {t.query for t in order[:3]} & set(asked)  # finished tasks were not run again
+    assert {t.query for t in order[3:]} == set(asked)  # the task in flight was run again, from its start
+
+    whole = tmp_path / "whole.jsonl"
+    label_to_file(_model([]), order, whole, model_name="scripted")
+    assert _labels(out) == _labels(whole)
+    assert [r["oracle"] for r in _labels(whole)] == [
+        "instant" if t.family == "convert" else "reasoning" for t in order]
+
+    again: list[str] = []
+    assert label_to_file(_model(again), order, out, model_name="scripted") == (0, [])
+    assert again == []
+
+
+def test_a_truncated_last_line_is_moved_aside_and_its_task_rerun(tmp_path: Path, capsys) -> None:
+    order = stratified_order(PICK)
+    whole = tmp_path / "whole.jsonl"
+    label_to_file(_model([]), order, whole, model_name="scripted")
+    lines = whole.read_text().splitlines(keepends=True)
+    out = tmp_path / "cut.jsonl"
+    out.write_text("".join(lines[:2]) + lines[2][:57])  # killed while writing row 3
+    asked: list[str] = []
+    label_to_file(_model(asked), order, out, model_name="scripted")
+    assert "cut off mid-write" in capsys.readouterr().err
+    assert (tmp_path / "cut.jsonl.rejected").read_text() == lines[2][:57] + "\n"
+    assert not {t.query for t in order[:2]} & set(asked)
+    assert _labels(out) == _labels(whole)
+
+    # a complete last row without its newline is kept, and the next row goes on a line of its own
+    out2 = tmp_path / "nonewline.jsonl"
+    out2.write_text("".join(lines[:2]).rstrip("\n"))
+    assert resume(out2, "scripted").done == {order[0].id, order[1].id}
+    label_to_file(_model([]), order, out2, model_name="scripted")
+    assert _labels(out2) == _labels(whole)
+
+
+def test_a_bad_line_inside_the_file_is_an_error_and_the_file_is_left_alone(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "labels.jsonl"
+    label_to_file(_model([]), stratified_order(PICK)[:2], out, model_name="scripted")
+    lines = out.read_text().splitlines(keepends=True)
+    bad = lines[0] + "{not json\n" + lines[1]
+    out.write_text(bad)
+    with pytest.raises(UserFacingError, match=r"labels.jsonl:2: not a labels row"):
+        label_to_file(_model([]), PICK, out, model_name="scripted")
+    assert out.read_text() == bad
+    assert label_main(["--model", "scripted", "--tasks", str(_tasks_file(tmp_path)), "--out", str(out),
+                       "--cassettes", str(tmp_path / "c"), "--replay"]) == 2
+    assert "not a labels row" in capsys.readouterr().err
+    assert out.read_text() == bad
+
+
+def test_rows_of_another_model_are_kept_and_not_counted_as_done(tmp_path: Path) -> None:
+    out = tmp_path / "labels.jsonl"
+    label_to_file(_model([]), PICK[:2], out, model_name="other")
+    asked: list[str] = []
+    added, _ = label_to_file(_model(asked), PICK[:2], out, model_name="scripted")
+    assert added == 2 and set(asked) == {t.query for t in PICK[:2]}
+    assert Counter(json.loads(x)["model"] for x in out.read_text().splitlines()) == {"other": 2, "scripted": 2}
+
+
+def test_progress_lines_count_tasks_and_give_an_eta(tmp_path: Path) -> None:
+    out, lines = tmp_path / "labels.jsonl", []
+    label_to_file(_model([]), PICK[:2], out, model_name="scripted", log=lines.append)
+    assert lines[0].startswith(f"[1/2] {PICK[0].id} (test, ") and "ETA" in lines[0] and "elapsed" in lines[0]
+    lines.clear()
+    label_to_file(_model([]), PICK[:3], out, model_name="scripted", log=lines.append)
+    assert "2 of these 3 tasks already labelled" in lines[0]
+    assert lines[1].startswith(f"[3/3] {PICK[2].id}")
+
+
+def test_every_prefix_of_the_stratified_order_samples_every_split_and_kind() -> None:
+    order = stratified_order(ALL)
+    assert sorted(t.id for t in order) == sorted(t.id for t in ALL)
+    assert stratified_order(list(reversed(ALL))) == order  # input order does not matter
+    splits, kinds = Counter(t.split for t in ALL), Counter((t.split, t.kind) for t in ALL)
+    for n in (30, 60, 120, 300):
+        prefix = order[:n]
+        got = Counter(t.split for t in prefix)
+        for split, total in splits.items():
+            assert abs(got[split] - n * total / len(ALL)) <= 3, (n, split, got)
+        got_kinds = Counter((t.split, t.kind) for t in prefix)
+        for key, total in kinds.items():
+            # each (split, kind) is spread over its families; its share is off by at most one per family
+            families = len({t.family for t in ALL if (t.split, t.kind) == key})
+            assert abs(got_kinds[key] - n * total / len(ALL)) <= families + 1, (n, key, got_kinds)
+    assert order[:20] != [t for t in ALL[:20]]
+
+
+def test_graph_folder_errors_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(UserFacingError, match="musique_100_corpus.json, musique_100_openie.json not found"):
+        ensure_graph(tmp_path / "graph", musique_dir=tmp_path / "nowhere")
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "half-written").write_text("x")
+    with pytest.raises(UserFacingError, match="neither empty nor a graph folder"):
+        ensure_graph(junk, musique_dir=tmp_path)
+
+
+def test_label_command_says_clearly_when_the_graph_cannot_be_built(tmp_path: Path, capsys) -> None:
+    musique = next(t for t in ALL if "retrieval" in t.tools)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(musique.as_json()) + "\n")
+    out = tmp_path / "labels.jsonl"
+    assert label_main(["--model", "scripted", "--tasks", str(tasks), "--out", str(out), "--cassettes",
+                       str(tmp_path / "c"), "--graph", str(tmp_path / "graph"), "--musique-dir",
+                       str(tmp_path / "absent")]) == 2
+    assert "cannot build the retrieval graph" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_retrieval_tasks_are_labelled_over_a_graph_built_on_first_use(tmp_path: Path, monkeypatch) -> None:
+    sys.path.insert(0, str(Path(__file__).parents[1] / "graphs"))
+    from graphs_testdata import write_files
+
+    from agent.models import call
+    from scenarios.routing_tasks import Grader, RoutingTask
+    from scenarios.routing_tasks.labeling import LabelSettings
+
+    monkeypatch.setenv("REIN_EMBED_CACHE", str(tmp_path / "embeddings.sqlite"))
+    files = write_files(tmp_path / "src")
+    musique = tmp_path / "musique"
+    musique.mkdir()
+    files["corpus"].rename(musique / "musique_100_corpus.json")
+    files["triples"].rename(musique / "musique_100_openie.json")
+    graph = tmp_path / "graph"
+    assert ensure_graph(graph, musique) == graph and (graph / "manifest.json").is_file()
+    built = (graph / "manifest.json").stat().st_mtime_ns
+    assert ensure_graph(graph, tmp_path / "absent") == graph  # a built graph is used as it is
+    assert (graph / "manifest.json").stat().st_mtime_ns == built
+
+    task = RoutingTask(id="musique-9999", query="Who founded the Zorvath Institute?", kind="tool", family="musique",
+                       style="plain", grader=Grader("text", "Ilsa Varn"), tools=("retrieval",), split="test")
+    seen: list[str] = []
+
+    def searcher(request: ModelRequest):  # noqa: ANN202 - a str or a tool call
+        results = [m.text for m in request.messages if m.role == "tool"]
+        if results:
+            seen.extend(results)
+            return "Ilsa Varn" if "Ilsa Varn" in results[-1] else "unknown"
+        if any(t["function"]["name"] == "retrieve" for t in request.tools):
+            return call("retrieve", {"query": "Zorvath Institute founded by", "k": 2})
+        return "I am not sure."
+
+    out = tmp_path / "labels.jsonl"
+    assert label_to_file(FunctionModel(searcher), [task], out, LabelSettings(graph_dir=str(graph)),
+                         model_name="scripted") == (1, [])
+    row = json.loads(out.read_text())
+    assert {m: r["success"] for m, r in row["runs"].items()} == {"instant": False, "reasoning": False, "agentic": True}
+    assert row["oracle"] == "agentic" and row["runs"]["agentic"]["tool_calls"] == 1
+    assert "Zorvath Institute" in seen[0]
+    # without a graph the task is skipped, not failed
+    assert label_to_file(FunctionModel(searcher), [task], tmp_path / "none.jsonl", model_name="scripted") == \
+        (0, ["musique-9999"])
