@@ -103,7 +103,7 @@ def train_on_labels(path: Path, model: str | None = None, none: NonePolicy = "dr
                     config: Any = None) -> tuple[RouterWeights, dict[str, Any]]:
     """Fit the router on the train split's oracle labels; measure S on validation and costs on train."""
     from agent.embeddings import embed_texts
-    from agent.routing.train import SEED, RouterTrainConfig, _accuracy, augment, fit
+    from agent.routing.fit import SEED, RouterTrainConfig, accuracy, augment, fit
 
     config = config or RouterTrainConfig()
     name = only_model(path, model)
@@ -119,10 +119,10 @@ def train_on_labels(path: Path, model: str | None = None, none: NonePolicy = "dr
     weights = fit(rows, embed_texts([r.query for r in rows]), config)
     matrix = success_matrix(validation)
     costs = mode_costs(train)
-    results: dict[str, Any] = {"train": _accuracy(weights, labelled, embed_texts)}
+    results: dict[str, Any] = {"train": accuracy(weights, labelled, embed_texts)}
     held = training_rows(validation, none)
     if held:
-        results["validation"] = _accuracy(weights, held, embed_texts)
+        results["validation"] = accuracy(weights, held, embed_texts)
     weights.meta = {
         "trained_on": "oracle labels",
         "labels_file": str(path),

@@ -15,9 +15,9 @@ from agent.plugin_api import MODES, InterventionContext
 from agent.plugins import load_mode_policy
 from agent.routing import OfflineRouter, RouterWeights
 from agent.routing.features import FEATURE_NAMES, features_of
+from agent.routing.fit import RouterTrainConfig, augment, fit
 from agent.routing.offline import DEFAULT_WEIGHTS
 from agent.routing.router_eval import load_labeled, score_routes
-from agent.routing.train import RouterTrainConfig, augment, fit
 
 PROBE = Path(__file__).resolve().parents[2] / "agent" / "routing" / "data" / "probe.jsonl"
 
