@@ -8,9 +8,19 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+)
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from agent.errors import UserFacingError
 
@@ -128,14 +138,107 @@ async def connect_sqlite(path: str | Path, synchronous: Literal["NORMAL", "FULL"
 
 
 async def _open_sqlite(path: Path, stack: contextlib.AsyncExitStack) -> Any:
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
     # WAL lets readers run beside the writer; the busy timeout turns "database is locked" into a wait.
     conn = await connect_sqlite(path)
     stack.push_async_callback(conn.close)
-    saver = AsyncSqliteSaver(conn)
+    saver = BatchedSqliteSaver(conn)
     await saver.setup()
     return saver
+
+
+_WRITE_SQL = (
+    "INSERT OR {} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+class BatchedSqliteSaver(AsyncSqliteSaver):
+    """LangGraph's SQLite saver, committing a run's step writes with its checkpoint.
+
+    Under durability "exit" LangGraph stores a run's step writes (on delta channels, the new
+    messages themselves) at the end of the run, one `aput_writes` call per step and task, then the
+    run's checkpoint: each its own commit and worker-thread hand-off. Inside `batch(thread)` those
+    writes are held in memory and written just before the checkpoint, which commits them with it:
+    a run's end is normally one commit. Nothing is committed later than with the plain saver (the
+    writes were only ever visible with their checkpoint), and a crash still leaves no checkpoint
+    without its writes. Writes that no checkpoint follows (an interrupt's, stored after the
+    checkpoint) are committed when the batch ends, or before any read of the thread.
+    Outside a batch it is the plain saver.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._batches: dict[str, list[tuple[str, list[tuple[Any, ...]]]]] = {}
+
+    @contextlib.asynccontextmanager
+    async def batch(self, thread_id: str) -> AsyncIterator[None]:
+        """Hold the thread's writes for its next checkpoint's transaction while the block runs
+        (one run per thread at a time: the caller holds the thread)."""
+        self._batches[thread_id] = []
+        try:
+            yield
+        finally:
+            try:
+                await asyncio.shield(self._write_held(thread_id, commit=True))
+            finally:
+                self._batches.pop(thread_id, None)
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
+        held = self._batches.get(str(config["configurable"]["thread_id"]))
+        if held is None:
+            await super().aput_writes(config, writes, task_id, task_path)
+            return
+        conf = config["configurable"]
+        verb = "REPLACE" if all(w[0] in WRITES_IDX_MAP for w in writes) else "IGNORE"
+        rows = [
+            (str(conf["thread_id"]), str(conf["checkpoint_ns"]), str(conf["checkpoint_id"]), task_id, task_path,
+             WRITES_IDX_MAP.get(channel, idx), channel, *self.serde.dumps_typed(value))
+            for idx, (channel, value) in enumerate(writes)
+        ]
+        held.append((_WRITE_SQL.format(verb), rows))
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
+    ) -> RunnableConfig:
+        # The held writes go first, uncommitted; the checkpoint's own commit commits them with it.
+        await self._write_held(str(config["configurable"]["thread_id"]), commit=False)
+        return await super().aput(config, checkpoint, metadata, new_versions)
+
+    async def _write_held(self, thread_id: str, *, commit: bool) -> None:
+        """Write the thread's held writes (and commit them when asked)."""
+        held = self._batches.get(thread_id)
+        if not held:
+            return
+        self._batches[thread_id] = []
+        await self.setup()
+        async with self.lock:
+            try:
+                for sql, rows in held:
+                    await self.conn.executemany(sql, rows)
+                if commit:
+                    await self.conn.commit()
+            except BaseException:
+                await self.conn.rollback()
+                raise
+
+    async def aget_tuple(self, config: RunnableConfig) -> Any:
+        await self._flush(config)
+        return await super().aget_tuple(config)
+
+    async def aget_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Any:
+        await self._flush(config)
+        return await super().aget_delta_channel_history(config=config, channels=channels)
+
+    async def alist(self, config: RunnableConfig | None, **kwargs: Any) -> AsyncIterator[Any]:
+        if config is not None:
+            await self._flush(config)
+        async for found in super().alist(config, **kwargs):
+            yield found
+
+    async def _flush(self, config: RunnableConfig) -> None:
+        # A read sees every write made before it, as with the plain saver.
+        thread_id = str((config.get("configurable") or {}).get("thread_id"))
+        await self._write_held(thread_id, commit=True)
 
 
 def durability_for(spec: Any, has_tools: bool) -> Literal["sync", "async", "exit"]:
@@ -157,3 +260,26 @@ def durability_for(spec: Any, has_tools: bool) -> Literal["sync", "async", "exit
     if kind in ("sqlite", "postgres") or not has_tools:
         return "exit"
     return "sync"
+
+
+_LATEST_ID_SQL = "SELECT checkpoint_id FROM checkpoints WHERE thread_id = {} AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1"
+
+
+async def latest_checkpoint_id(saver: Any, thread_id: str) -> str | None:
+    """The id of the thread's latest checkpoint (None for a thread without one), without loading it.
+
+    Checkpoint ids only grow and every commit of a thread writes a new one, so the id tells whether
+    a thread changed since it was last seen. On SQLite and Postgres it is one indexed query on the
+    saver's own table and connection; other savers load the latest checkpoint to read its id."""
+    kind = type(saver).__name__
+    if isinstance(saver, AsyncSqliteSaver):
+        async with saver.lock, saver.conn.execute(_LATEST_ID_SQL.format("?"), (thread_id,)) as cursor:
+            row = await cursor.fetchone()
+        return None if row is None else str(row[0])
+    if kind == "AsyncPostgresSaver":
+        async with saver._cursor() as cursor:
+            await cursor.execute(_LATEST_ID_SQL.format("%s"), (thread_id,))
+            found = await cursor.fetchone()
+        return None if found is None else str(found["checkpoint_id"])
+    latest = await saver.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+    return None if latest is None else str(latest.config["configurable"]["checkpoint_id"])

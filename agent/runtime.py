@@ -14,7 +14,12 @@ from typing import Any, TypeVar
 from langgraph.types import Command
 
 from agent import tracing
-from agent.checkpoint import durability_for, open_checkpointer
+from agent.checkpoint import (
+    BatchedSqliteSaver,
+    durability_for,
+    latest_checkpoint_id,
+    open_checkpointer,
+)
 from agent.errors import ThreadBusy
 from agent.events import ApprovalRequested, FinalAnswer, ModeDecided, StreamEvent
 from agent.graph import EVENT_SINK, GraphDeps, build_graph, cut_run_messages, new_turn, start_run
@@ -23,6 +28,7 @@ from agent.ledger import CostLedger, LedgerEntry, PriceTable
 from agent.messages import Message, ModelSettings, Usage
 from agent.models import Model, resolve_model
 from agent.modes import PLAIN_AGENTIC, ModeConfig, StepLimits
+from agent.nodes.history import ThreadViews
 from agent.plugin_api import FixedMode, Intervention, Mode, ModePolicy
 from agent.terminations import Termination
 from agent.thread_lease import Hold, ThreadLeases, leases_for
@@ -131,6 +137,8 @@ class Agent:
         # How long a turn waits for another turn of its thread (None: as long as it takes).
         self.thread_wait_s = thread_wait_s
         self._leases: ThreadLeases | None = None
+        # The server's reconciliation read, answered without a checkpoint load while a thread is unchanged.
+        self._views = ThreadViews()
 
     @classmethod
     def from_spec(cls, spec: Any, **overrides: Any) -> Agent:
@@ -253,6 +261,10 @@ class Agent:
                 # LangGraph's custom stream, which costs a queue hand-off per event.
                 configurable[EVENT_SINK] = sink
             config = {"configurable": configurable, "recursion_limit": 4 * self.deps.step_limits.agentic + 16}
+            # A view of the thread survives this run only if the run ends normally and extends it.
+            view = self._views.held_by(thread_id, hold)
+            self._views.drop(thread_id)
+            first_new = len(collect.messages) if collect is not None else 0
             inputs, decided = self._turn_inputs(message, mode, resume, collect)
             journal = self._journals[asyncio.get_running_loop()] if self._turn_journal else None
             # Set even when None: a run started by a tool inherits the configuration of the run around it.
@@ -262,36 +274,43 @@ class Agent:
                     tracing.mode_decided(span, decided.mode, decided.reason)
                 yield _record(decided, collect, span)
             modes = ["updates"] if quiet else ["custom", "updates"]
-            stream = graph.astream(inputs, config, stream_mode=modes, durability=self._durability)
-            failure: BaseException | None = None
-            try:
-                while True:
-                    if hold.lost:
-                        raise ThreadBusy(thread_id, "this turn lost its lease to another process and stopped after its last committed step")
-                    # Tasks the graph starts inherit the mark, so a tool that starts a turn on this
-                    # thread fails at once instead of waiting for itself.
-                    # The turn's span is current only while the graph runs, so its nodes nest under it.
-                    with hold.running(), tracing.current(span):
-                        try:
-                            kind, chunk = await anext(stream)
-                        except StopAsyncIteration:
-                            break
-                    for queued in sink:
-                        yield _record(queued, collect, span)
-                    sink.clear()
-                    event = _stream_event(kind, chunk, collect)
-                    if event is not None:
-                        yield _record(event, collect, span)
-            except Exception as exc:
-                failure = exc
-                raise
-            finally:
-                # Close the graph's stream (cancelling what it still runs) before the thread is let go.
-                await stream.aclose()
-                tracing.end_turn(span, failure, collect.error if collect is not None else None)
+            # A run's step writes and its checkpoint commit in one transaction (SQLite).
+            async with _batched(graph.checkpointer, thread_id, self._durability):
+                stream = graph.astream(inputs, config, stream_mode=modes, durability=self._durability)
+                failure: BaseException | None = None
+                try:
+                    while True:
+                        if hold.lost:
+                            raise ThreadBusy(thread_id, "this turn lost its lease to another process and stopped after its last committed step")
+                        # Tasks the graph starts inherit the mark, so a tool that starts a turn on this
+                        # thread fails at once instead of waiting for itself.
+                        # The turn's span is current only while the graph runs, so its nodes nest under it.
+                        with hold.running(), tracing.current(span):
+                            try:
+                                kind, chunk = await anext(stream)
+                            except StopAsyncIteration:
+                                break
+                        for queued in sink:
+                            yield _record(queued, collect, span)
+                        sink.clear()
+                        event = _stream_event(kind, chunk, collect)
+                        if event is not None:
+                            yield _record(event, collect, span)
+                except Exception as exc:
+                    failure = exc
+                    raise
+                finally:
+                    # Close the graph's stream (cancelling what it still runs) before the thread is let go.
+                    await stream.aclose()
+                    tracing.end_turn(span, failure, collect.error if collect is not None else None)
             if log is not None:
                 # The run ended (or paused) normally, so its one checkpoint is committed.
                 await log.close()
+            if view is not None and collect is not None and not any(isinstance(e, ApprovalRequested) for e in collect.events):
+                # The thread is what the view showed plus what this run added (its reducer only
+                # appends, and nobody else could write it under this hold).
+                version = await latest_checkpoint_id(graph.checkpointer, thread_id)
+                self._views.put(thread_id, version, view + collect.messages[first_new:], hold)
 
     def _turn_inputs(
         self, message: str | Message | list[Message] | None, mode: Mode | None, resume: Any, collect: RunResult | None
@@ -343,23 +362,44 @@ class Agent:
 
     async def ahistory(self, thread_id: str) -> list[Message]:
         """Every message of a thread (new objects, the caller's to change)."""
-        return [Message.model_validate(m) for m in await self._raw_history(thread_id)]
+        _, raw, _ = await self._raw_history(thread_id)
+        return [Message.model_validate(m) for m in raw]
 
     async def ahistory_view(self, thread_id: str) -> list[Message]:
         """Every message of a thread, for reading only: the Message objects are the ones the agent
-        keeps to build its model requests (validated once per thread, not on every read), so a
-        caller must not change them. The list itself is the caller's."""
-        return self.deps._history.messages(thread_id, await self._raw_history(thread_id))
+        keeps (validated once per thread, not on every read), so a caller must not change them. The
+        list itself is the caller's.
 
-    async def _raw_history(self, thread_id: str) -> list[dict[str, Any]]:
-        """The thread's messages as stored, with what a run in progress (or cut off by a crash)
-        has journaled but not checkpointed yet, as a thread committing every step would show."""
+        While the thread's latest checkpoint is the one this agent last saw (read, or committed by
+        its own turn), this costs one checkpoint-id query rather than a checkpoint load. Read under
+        `hold_thread`, the view is also kept up to date by the turns run in that hold."""
+        graph = await self._graph_for_loop()
+        hold = self._thread_leases().shared_hold(thread_id)
+        version = await latest_checkpoint_id(graph.checkpointer, thread_id)
+        journal = self._journals[asyncio.get_running_loop()] if self._turn_journal else None
+        # Journal records mean a run cut off (or running elsewhere) has steps no checkpoint shows.
+        if journal is None or not await journal.turn(thread_id):
+            cached = self._views.get(thread_id, version, hold)
+            if cached is not None:
+                return cached
+        version, raw, journaled = await self._raw_history(thread_id)
+        messages = self.deps._history.messages(thread_id, raw)
+        if not journaled:
+            self._views.put(thread_id, version, messages, hold)
+        return messages
+
+    async def _raw_history(self, thread_id: str) -> tuple[str | None, list[dict[str, Any]], bool]:
+        """The thread's latest checkpoint id and its messages as stored, with what a run in progress
+        (or cut off by a crash) has journaled but not checkpointed yet, as a thread committing every
+        step would show; and whether there were such journaled messages."""
         graph = await self._graph_for_loop()
         snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+        version = (snapshot.config.get("configurable") or {}).get("checkpoint_id")
         messages: list[dict[str, Any]] = snapshot.values.get("messages", [])
         if not self._turn_journal:
-            return messages
-        return messages + await cut_run_messages(self._journals[asyncio.get_running_loop()], thread_id, messages)
+            return version, messages, False
+        cut = await cut_run_messages(self._journals[asyncio.get_running_loop()], thread_id, messages)
+        return version, messages + cut, bool(cut)
 
     # --- sync facade ------------------------------------------------------------------------
 
@@ -397,6 +437,14 @@ def _as_messages(message: str | Message | list[Message]) -> list[Message]:
     if isinstance(message, Message):
         return [message]
     return list(message)
+
+
+def _batched(saver: Any, thread_id: str, durability: str) -> contextlib.AbstractAsyncContextManager[Any]:
+    """Where the saver can, a run that commits once (durability "exit") commits its step writes
+    with its checkpoint."""
+    if durability == "exit" and isinstance(saver, BatchedSqliteSaver):
+        return saver.batch(thread_id)
+    return contextlib.nullcontext()
 
 
 def _empty_result(thread_id: str) -> RunResult:

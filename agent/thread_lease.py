@@ -480,6 +480,14 @@ class ThreadLeases:
             finally:
                 self.locks.release(key, token)
 
+    def shared_hold(self, thread_id: str) -> Hold | None:
+        """The hold this context took on thread_id with share=True and still owns, if any."""
+        key = (self.scope, thread_id)
+        for shared in _SHARED.get():
+            if shared.key == key and self.locks.owner(key) is shared.token:
+                return shared
+        return None
+
     async def aclose(self) -> None:
         """Close what the cross-process layer holds open in this event loop (a lock session)."""
         closer = getattr(self.remote, "aclose", None)

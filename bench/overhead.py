@@ -149,11 +149,19 @@ async def measure_store(turns: int, checkpointer: str, durabilities: list[str], 
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
         saver, journal = AsyncPostgresSaver, PostgresJournal
-    calls = Calls({
+    targets = {
+        # aput_writes counts the saver's own step-write transactions; rein's SQLite saver batches
+        # a run's step writes into its checkpoint's transaction (agent.checkpoint.BatchedSqliteSaver).
         "aput": (saver, "aput"), "aput_writes": (saver, "aput_writes"),
         # Each journal statement commits on its own; _execute_all commits its statements together.
         "journal": (journal, "_execute"), "journal_batch": (journal, "_execute_all"),
-    })
+    }
+    if saver is AsyncSqliteSaver:
+        import aiosqlite
+
+        # Every transaction on the checkpoint and journal connections (the lease's is sqlite3's own).
+        targets["sqlite_commits"] = (aiosqlite.Connection, "commit")
+    calls = Calls(targets)
     run = uuid.uuid4().hex[:8]
     agents: dict[str, Agent] = {}
     for durability in durabilities:
@@ -195,6 +203,7 @@ async def measure_store(turns: int, checkpointer: str, durabilities: list[str], 
             "aput_per_turn": round(c["aput"] / turns, 2),
             "aput_writes_per_turn": round(c["aput_writes"] / turns, 2),
             "journal_commits_per_turn": round((c["journal"] + c["journal_batch"]) / turns, 2),
+            **({"sqlite_commits_per_turn": round(c["sqlite_commits"] / turns, 2)} if "sqlite_commits" in c else {}),
         }
     return out
 
