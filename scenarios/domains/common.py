@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from tools.builtin import evaluate_arithmetic
 from tools.errors import ToolError
+from tools.tool import ToolKind
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -73,3 +74,28 @@ def require_list(value: Any, what: str) -> list[Any]:
     if not isinstance(value, list):
         raise ToolError(f"{what} must be a list, got {type(value).__name__}")
     return value
+
+
+def call_error_guidance(tool: str, kind: ToolKind, read_tools: Iterable[str]) -> str:
+    """What follows a domain tool's own error message in the agent's tool result.
+
+    A domain tool raises ToolError only when the call cannot be carried out as sent: an id that
+    does not exist, a value the tool refuses, a record in the wrong state. That is a fault of the
+    call, not of the system, and small models read a bare "Error: Order not found" as a failure
+    to report (with report_internal_error, which is for errors in the user's request). The
+    guidance says which it is and what to do next: look the values up with the read tools that
+    take the same arguments (`read_tools`), or ask the user. It avoids the words of the recovery
+    tools' names, which a small model would take as a cue to call them.
+    """
+    if tool == "calculate":
+        return "The call was refused because of its arguments: write the expression with numbers, + - * / and parentheses only."
+    reads = ", ".join(read_tools)
+    if kind is ToolKind.READ:
+        check = "Check the values you sent, or ask the user for them, then call again."
+    else:
+        look_up = f" (look them up with {reads})" if reads else ""
+        check = f"Nothing was changed. Check the values you sent{look_up}, or ask the user for them, then call again."
+    return (
+        "The call was refused because of its arguments or the record's state; the system itself works, so there is "
+        f"nothing to report. {check} If the request cannot be done, tell the user why."
+    )

@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ValidationError
 
 from scenarios.canonical import json_clone
-from scenarios.domains.common import TRANSFER_MESSAGE, calculate
+from scenarios.domains.common import TRANSFER_MESSAGE, calculate, call_error_guidance
 from scenarios.domains.data import ToolSpec, tool_specs
 from scenarios.domains.store import Snapshot, TableStore
 from scenarios.tau2_tasks import EnvAssertion, HistoryMessage, InitialState
@@ -258,7 +258,8 @@ class DomainEnvironment:
     def _toolkit(self, side: Side) -> Toolkit:
         tools = []
         implemented = self._members.get(("tool", side), {})
-        for spec in self._specs(side):
+        specs = self._specs(side)
+        for spec in specs:
             method = implemented.get(spec.name)
             if method is None:
                 raise RuntimeError(
@@ -269,7 +270,11 @@ class DomainEnvironment:
                     name=spec.name,
                     description=spec.description,
                     parameters=json_clone(spec.parameters),
-                    fn=_returning_copies(getattr(self, method)),
+                    fn=_returning_copies(
+                        getattr(self, method),
+                        call_error_guidance(spec.name, spec.kind, _reads_sharing_arguments(spec, specs))
+                        if side == "assistant" else "",
+                    ),
                     kind=spec.kind,
                     args_model=_args_model(getattr(type(self), method), method),
                     metadata={"domain": self.name, "side": side, "environment": self},
@@ -278,12 +283,29 @@ class DomainEnvironment:
         return Toolkit(tools, name=self.name if side == "assistant" else f"{self.name}-user")
 
 
-def _returning_copies(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _returning_copies(fn: Callable[..., Any], guidance: str = "") -> Callable[..., Any]:
+    """fn returning private copies; its ToolError messages get `guidance` appended (the agent's
+    toolkit: see common.call_error_guidance). `call` keeps tau2's bare messages."""
+
     @functools.wraps(fn)
     def call(**arguments: Any) -> Any:
-        return json_clone(fn(**arguments))
+        try:
+            return json_clone(fn(**arguments))
+        except ToolError as exc:
+            if not guidance:
+                raise
+            raise ToolError(f"{exc}\n{guidance}") from None
 
     return call
+
+
+def _reads_sharing_arguments(spec: ToolSpec, specs: list[ToolSpec]) -> list[str]:
+    """The READ tools that take one of spec's arguments (get_order_details for cancel_pending_order)."""
+    names = set(spec.parameters.get("properties") or {})
+    return [
+        s.name for s in specs
+        if s.kind is ToolKind.READ and s.name != spec.name and names & set(s.parameters.get("properties") or {})
+    ]
 
 
 # Keyed by the class's function (not the class: mypy takes a class for unhashable).

@@ -184,3 +184,36 @@ def test_shipped_detector_keeps_its_test_quality_on_a_sample() -> None:
     # Floors under the documented test numbers (docs/rein.md, "Test-split precision and recall").
     assert recall >= 0.3 and false_activations <= 0.08
     assert identity and all(p == "none" for p in identity)
+
+
+_GREET = [("assistant", "Hi! How can I help you today?")]
+_IDENTIFIED = [*_GREET, ("user", "Hi, I'm Ana Lopez, zip code 10001."), ("assistant", "Thanks, Ana. I found your account. How can I help?")]
+
+
+def _types(cases: list[tuple[list[tuple[str, str]], str]]) -> list[str]:
+    found = OfflineDetector().classify_turns([t for _, t in cases], [h for h, _ in cases], tools=[read_domain_tools()["retail"]] * len(cases))
+    return [d.error_type for d in found]
+
+
+@pytest.mark.slow
+def test_shipped_detector_tells_stated_amounts_from_contradictions() -> None:
+    """A user who explains a problem with figures and a "but" is not contradicting themselves;
+    one who asks for two incompatible things is. Written for this test, not taken from the
+    templates or the recovery suite."""
+    assert _types(
+        [
+            (_IDENTIFIED, "I placed an order yesterday but the total was $85 more than my card's limit of $500."),
+            (_IDENTIFIED, "My card has $200 of credit left but the new order is $260."),
+            (_IDENTIFIED, "Please cancel order #W2890441, but make sure it still ships to me this week."),
+            (_IDENTIFIED, "Refund the lamp to my card, but don't refund it to my card."),
+        ]
+    ) == ["none", "none", "contradiction", "contradiction"]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="known false activation of the shipped detector (contradiction, 0.93), the kind "
+                   "that fails two recovery-suite controls; see docs/rein.md, 'What is not done'")
+def test_shipped_detector_lets_an_opening_that_states_amounts_pass() -> None:
+    assert _types(
+        [(_GREET, "Hi, I'm Ana Lopez, zip code 10001. My order came to $420 but I only have $300 on my gift card, so I need another way to pay.")]
+    ) == ["none"]
