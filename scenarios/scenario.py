@@ -103,8 +103,8 @@ class Condition(_Strict):
 class ScriptedTurn(_Strict):
     """One user message of a scripted dialogue; a bare string in YAML means `say` alone."""
 
-    say: str
-    """What the user says."""
+    say: str = Field(pattern=r"\S")
+    """What the user says (not blank: an empty user message is a broken scenario, not a turn)."""
     when: Condition | None = None
     """Say it only if this holds for the agent's last turn; otherwise say `otherwise` or skip."""
     otherwise: str | None = None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,7 +86,14 @@ def _request(task_scenario: Scenario) -> str:
 
     instructions = task_scenario.simulated_user().instructions
     reason = getattr(instructions, "reason_for_call", "") or str(instructions)
-    return " ".join(request_sentences(reason)[:2])
+    sentences = request_sentences(reason)
+    if not sentences:
+        # request_sentences drops sentences with a parenthesis (asides to the simulated user); a
+        # task whose every sentence has one keeps its request without the asides.
+        sentences = request_sentences(re.sub(r"\s*\([^)]*\)", "", reason))
+    if not sentences:
+        raise ValueError(f"task {task_scenario.id} has no request sentence to open a control with")
+    return " ".join(sentences[:2])
 
 
 def _task_scenarios(domain: str) -> tuple[list[Scenario], set[str]]:

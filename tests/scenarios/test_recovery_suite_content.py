@@ -109,3 +109,8 @@ async def test_recovering_on_the_clean_turn_fails_the_later_positions(suite: lis
         g = await evaluate(s, await run_scenario(s, RunOptions(model=FunctionModel(eager))))
         results[position_of(s.tags)] = g.success
     assert results == {"opening": True, "after_identification": False, "after_read": False}
+
+
+def test_every_user_turn_says_something(suite: list[Scenario]) -> None:
+    for s in suite:
+        assert all(t.say.strip() for t in scripted_user(s).turns), s.id

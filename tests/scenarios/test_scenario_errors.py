@@ -44,3 +44,14 @@ def test_one_except_clause_catches_scenario_and_tasks_problems(tmp_path: Path) -
     split.write_text(json.dumps({"test": ["t1"]}))
     with pytest.raises(ScenarioFileError, match="no split named 'dev'"):
         load_split(split, "dev")
+
+
+def test_a_blank_scripted_user_turn_is_a_file_error(tmp_path: Path) -> None:
+    # The recovery suite once shipped a control whose request came out empty; the agent was graded
+    # on a dialogue whose user said nothing.
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "id: s1\ndomain: retail\nuser:\n  turns:\n  - say: Hi, I'm Ana.\n  - say: '  '\n"
+    )
+    with pytest.raises(ScenarioFileError, match=r"user\.turns\[1\]\.say: String should match"):
+        load_scenarios(path)
