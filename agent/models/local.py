@@ -17,7 +17,11 @@ large KV cache, and a long policy plus tool results does not overflow a fixed 40
 llama.cpp reuses the evaluated prefix of the last prompt only; the KV state at the end of each
 prompt's system block (policy and tool list) is also kept in a small LRU per loaded model
 (agent.models.prefix_cache), so prompts that take turns on one model (agent, simulated user) and
-later dialogues of the same domain evaluate a long policy once, not on every call.
+later dialogues of the same domain evaluate a long policy once, not on every call; those states
+are also kept on disk (agent.models.prefix_store), so a later process loads the policy's state
+instead of evaluating it. Greedy decoding under a grammar checks the model's best token before
+masking the vocabulary (agent.models.greedy_grammar): the same tokens, without testing 152k
+tokens against the grammar at every step.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import json
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +43,7 @@ from agent.extras import needs_extra
 from agent.messages import ModelRequest, ModelResponse, ToolCall, Usage
 from agent.models.base import Model, ModelError, StreamItem, TextDelta
 from agent.models.gguf import ModelFileError, ensure_model_file
+from agent.models.greedy_grammar import GreedyGrammar
 from agent.models.local_prompt import (
     ACTION_OPEN,
     DEFAULT_TOOL_PROTOCOL,
@@ -53,7 +59,14 @@ from agent.models.local_prompt import (
     render_prompt,
     stable_prefix,
 )
-from agent.models.prefix_cache import PrefixCache, shared_prefix
+from agent.models.prefix_cache import (
+    CallRecord,
+    PrefixCache,
+    PrefixStep,
+    reused_tokens,
+    shared_prefix,
+)
+from agent.models.prefix_store import PrefixStore
 from agent.models.toolcall_parse import AnswerStreamExtractor
 
 DEFAULT_N_CTX = 4096
@@ -102,6 +115,8 @@ class LoadedModel:
     prefix_cache: PrefixCache = field(default_factory=PrefixCache)
     """Saved KV states of system blocks, shared by every LocalModel on this load; kept across a
     context re-created larger (its states load into the larger one)."""
+    calls: deque[CallRecord] = field(default_factory=lambda: deque(maxlen=_KEPT_CALLS))
+    """The latest generations' token accounting, oldest first (benchmarks read and clear it)."""
 
     def fit(self, needed: int) -> None:
         """Grow an automatic context window so `needed` tokens fit, as far as the model allows.
@@ -122,6 +137,7 @@ class LoadedModel:
         self.load_seconds += time.perf_counter() - started
 
 
+_KEPT_CALLS = 4096
 _LOADED: dict[tuple[str, int, int], LoadedModel] = {}
 _LOADED_LOCK = threading.Lock()
 
@@ -258,6 +274,11 @@ def load_model(path: str | Path, n_ctx: int | None = None, n_threads: int | None
             automatic=n_ctx is None,
             closed_formatter=formatters[1],
         )
+        try:
+            loaded.prefix_cache.store = PrefixStore.from_env(llama)
+        except ValueError as exc:
+            llama.close()
+            raise ModelError(str(exc)) from None
         _LOADED[key] = loaded
         return loaded
 
@@ -278,6 +299,9 @@ class LocalModel(Model):
     is the single-grammar mode of earlier versions (see agent.models.local_prompt). prefix_cache
     False stops this model from restoring and saving system-block states (the loaded model's
     PrefixCache, bounded by `model.load().prefix_cache.configure(max_bytes=..., max_states=...)`).
+    fast_grammar False makes greedy decoding under a grammar mask the whole vocabulary before every
+    token, as llama.cpp's grammar sampler does, instead of checking the best token first
+    (agent.models.greedy_grammar): the same tokens, slower; for comparisons.
     """
 
     def __init__(
@@ -292,6 +316,7 @@ class LocalModel(Model):
         model_path: str | Path | None = None,
         tool_protocol: ToolProtocol = DEFAULT_TOOL_PROTOCOL,
         prefix_cache: bool = True,
+        fast_grammar: bool = True,
     ) -> None:
         if tool_protocol not in ("action", "json"):
             raise ModelError(f"unknown tool_protocol {tool_protocol!r}; use 'action' or 'json'")
@@ -305,6 +330,7 @@ class LocalModel(Model):
         self.model_path = Path(model_path) if model_path else None
         self.tool_protocol: ToolProtocol = tool_protocol
         self.prefix_cache = prefix_cache
+        self.fast_grammar = fast_grammar
         self._loaded: LoadedModel | None = None
 
     def path(self) -> Path:
@@ -473,9 +499,10 @@ class LocalModel(Model):
     ) -> Sampled:
         """One llama.cpp generation from the prompt text; reserve sizes the context (default
         budget); stable is the text the prompt opens with whose evaluated state is kept."""
-        from llama_cpp import LlamaGrammar, StoppingCriteriaList
+        from llama_cpp import LlamaGrammar, LogitsProcessorList, StoppingCriteriaList
 
         loaded, cancel = gen.loaded, gen.cancel
+        started = time.perf_counter()
         add_bos = not rendered.added_special
         prompt = loaded.llama.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
         boundary = 0
@@ -489,8 +516,11 @@ class LocalModel(Model):
         room = loaded.n_ctx - len(prompt)
         if room < 8:
             raise ModelError(f"{self.name}: {overflow_message(len(prompt), loaded)}")
+        step: PrefixStep = "none"
         if boundary:
-            loaded.prefix_cache.prepare(llama, prompt, boundary)
+            step = loaded.prefix_cache.prepare(llama, prompt, boundary)
+        reused = reused_tokens(llama, prompt)
+        prepared = time.perf_counter()
         max_tokens = min(budget, room)
         stop = [rendered.stop] if isinstance(rendered.stop, str) else list(rendered.stop or [])
         stop += settings.stop or []
@@ -505,8 +535,12 @@ class LocalModel(Model):
         criteria = StoppingCriteriaList([count_and_cancel])
         if rendered.stopping_criteria is not None:
             criteria.extend(rendered.stopping_criteria)
-        grammar = LlamaGrammar.from_string(grammar_text, verbose=False) if grammar_text else None
         temperature = self.temperature if settings.temperature is None else settings.temperature
+        grammar, checker = None, None
+        if grammar_text and temperature == 0 and self.fast_grammar:
+            checker = GreedyGrammar(llama, grammar_text, len(prompt))
+        elif grammar_text:
+            grammar = LlamaGrammar.from_string(grammar_text, verbose=False)
         output = llama.create_completion(
             prompt=prompt,
             max_tokens=max_tokens,
@@ -515,23 +549,42 @@ class LocalModel(Model):
             stop=stop,
             stopping_criteria=criteria,
             grammar=grammar,
+            logits_processor=LogitsProcessorList([checker]) if checker else None,
             # A repeat penalty fights JSON, which repeats quotes and braces by nature.
-            repeat_penalty=1.0 if grammar is not None else 1.1,
+            repeat_penalty=1.0 if grammar_text else 1.1,
             stream=True,
         )
         pieces: list[str] = []
         finish: str | None = None
-        for chunk in output:
-            if cancel.is_set():
-                break
-            choice = chunk["choices"][0]
-            if piece := choice.get("text"):
-                pieces.append(piece)
-                if on_text is not None:
-                    on_text("delta", piece)
-            finish = choice.get("finish_reason") or finish
+        try:
+            for chunk in output:
+                if cancel.is_set():
+                    break
+                choice = chunk["choices"][0]
+                if piece := choice.get("text"):
+                    pieces.append(piece)
+                    if on_text is not None:
+                        on_text("delta", piece)
+                finish = choice.get("finish_reason") or finish
+        finally:
+            output.close()
+            if checker is not None:
+                checker.close()
         # The criteria run once per sampled token and once more after the loop.
-        return Sampled("".join(pieces), finish, len(prompt), min(max(sampled - 1, 0), max_tokens))
+        generated = min(max(sampled - 1, 0), max_tokens)
+        missed = boundary if step == "evaluate" else 0  # evaluated by prepare, not reused
+        loaded.calls.append(CallRecord(
+            prompt_tokens=len(prompt),
+            step=step,
+            reused_tokens=reused - missed,
+            restored_tokens=boundary if step == "restore" else 0,
+            evaluated_tokens=len(prompt) - reused + missed,
+            generated_tokens=generated,
+            grammar_masks=checker.masked if checker is not None else (generated if grammar else 0),
+            prepare_seconds=prepared - started,
+            seconds=time.perf_counter() - started,
+        ))
+        return Sampled("".join(pieces), finish, len(prompt), generated)
 
 
 @dataclass

@@ -25,7 +25,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 DEFAULT_MAX_STATES = 4
 """Prefix states kept per loaded model unless configured otherwise."""
@@ -35,6 +35,16 @@ MIN_PREFIX_TOKENS = 128
 """Shorter prefixes are evaluated again: cheaper than keeping and restoring a state for them."""
 
 PrefixStep = Literal["none", "resident", "restore", "evaluate"]
+
+
+class PrefixStoreLike(Protocol):
+    """States kept beyond this process (agent.models.prefix_store.PrefixStore)."""
+
+    def load(self, tokens: Sequence[int]) -> PrefixState | None:
+        """The state saved for exactly these tokens, or None."""
+
+    def save(self, state: PrefixState) -> bool:
+        """Keep a state; False if it is not kept."""
 
 
 def prefix_key(tokens: Sequence[int]) -> str:
@@ -50,6 +60,16 @@ def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
             break
         n += 1
     return n
+
+
+def reused_tokens(llama: Any, prompt: Sequence[int]) -> int:
+    """How many of the prompt's leading tokens llama.cpp will keep from its context rather than
+    evaluate (llama-cpp-python's rule: the longest common prefix with the tokens it holds, less
+    one when that is the whole prompt, so that a decode refreshes the logits)."""
+    shared = shared_prefix(llama.input_ids[: llama.n_tokens].tolist(), prompt)
+    if shared >= len(prompt):
+        return len(prompt) if llama.n_tokens == len(prompt) and not llama._requires_eval else len(prompt) - 1
+    return shared
 
 
 def prefix_step(shared: int, prompt_len: int, boundary: int, cached: bool, min_tokens: int = MIN_PREFIX_TOKENS) -> PrefixStep:
@@ -103,6 +123,34 @@ class PrefixCacheStats:
     """Prefix tokens not evaluated thanks to a hit."""
     restore_seconds: float = 0.0
     """Time spent loading saved states."""
+    disk_hits: int = 0
+    """Of the hits, states read from the on-disk store (agent.models.prefix_store)."""
+    disk_saves: int = 0
+    """States written to the on-disk store."""
+
+
+@dataclass
+class CallRecord:
+    """What one llama.cpp generation evaluated and reused, for benchmarks (LoadedModel.calls)."""
+
+    prompt_tokens: int
+    """Tokens in the prompt."""
+    step: PrefixStep
+    """What the prefix cache did before it."""
+    reused_tokens: int
+    """Prompt tokens kept from the context (llama.cpp's own reuse, or a restored state)."""
+    restored_tokens: int
+    """Of those, the tokens a saved state brought back."""
+    evaluated_tokens: int
+    """Prompt tokens evaluated (a prefix evaluated on a miss included)."""
+    generated_tokens: int
+    """Tokens sampled."""
+    grammar_masks: int
+    """Sampled tokens for which a grammar was tested against the whole vocabulary."""
+    prepare_seconds: float
+    """Tokenizing the prompt and preparing the prefix (a miss's evaluation, a restore)."""
+    seconds: float
+    """The whole generation, prepare included."""
 
 
 @dataclass
@@ -117,6 +165,9 @@ class PrefixCache:
     """Prefixes shorter than this are not cached."""
     stats: PrefixCacheStats = field(default_factory=PrefixCacheStats)
     """Counters, for benchmarks and `rein models bench`."""
+    store: PrefixStoreLike | None = None
+    """Where states also live across processes (agent.models.prefix_store), consulted on a miss
+    and written after one; None: this process only."""
     _states: OrderedDict[str, PrefixState] = field(default_factory=OrderedDict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -204,6 +255,18 @@ class PrefixCache:
                 self.drop(prefix)
                 self.stats.refused += 1
             step = "evaluate"
+        if step == "evaluate" and self.store is not None:
+            started = time.perf_counter()
+            state = self.store.load(prefix)
+            if state is not None and restore_state(llama, state):
+                self.put(state)
+                self.stats.hits += 1
+                self.stats.disk_hits += 1
+                self.stats.restored_tokens += boundary
+                self.stats.restore_seconds += time.perf_counter() - started
+                return "restore"
+            if state is not None:
+                self.stats.refused += 1
         if step == "evaluate":
             # From an empty context, even when a few opening tokens are shared: llama.cpp's
             # numbers depend slightly on how the tokens were split into batches, and a state made
@@ -213,7 +276,10 @@ class PrefixCache:
             llama.eval(prefix)
             self.stats.misses += 1
             self.stats.evaluated_tokens += boundary
-            self.put(save_state(llama, prefix))
+            state = save_state(llama, prefix)
+            self.put(state)
+            if self.store is not None and self.store.save(state):
+                self.stats.disk_saves += 1
         return step
 
 

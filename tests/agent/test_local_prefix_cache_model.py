@@ -64,10 +64,14 @@ def counted() -> Iterator[tuple[LocalModel, list[int]]]:
         original(tokens)
 
     llama.eval = eval_counting
+    # This process's cache alone: a state on disk from an earlier session would stand in for
+    # the evaluations counted here (test_local_speed_model.py tests the store).
+    store, loaded.prefix_cache.store = loaded.prefix_cache.store, None
     try:
         yield model, evaluated
     finally:
         del llama.eval
+        loaded.prefix_cache.store = store
 
 
 def cold(model: LocalModel) -> None:
