@@ -139,6 +139,9 @@ class ModelSettings(BaseModel):
     """Seed for models that support one."""
     tool_choice: Literal["auto", "required", "none"] | None = None
     """Whether tools may, must or must not be called."""
+    allowed_tools: list[str] | None = None
+    """Of the offered tools, the ones that may be called on this request (None: all). The others
+    stay offered, so a prompt that lists the tools (and its cached state) does not change."""
     stop: list[str] | None = None
     """Stop sequences."""
 

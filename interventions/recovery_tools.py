@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from agent.errors import UserFacingError
 from interventions.error_map import ErrorMap, resolve_error_map
 from tools import Tool, Toolkit
-from tools.builtin import RESPOND_NEXT, recovery_tools, think
+from tools.builtin import RESPOND_NEXT, USER_ERRORS_ONLY, recovery_tools, think
 from tools.registry import resolve
 
 
@@ -59,11 +59,13 @@ def with_recovery_tools(
 
 
 def as_recovery_tool(tool: Tool) -> Tool:
-    """The tool marked as a recovery tool (RESPOND_NEXT): once a call of it succeeds, the agent's
-    next step answers the user instead of calling it, or any tool, again in that turn."""
-    if tool.metadata.get(RESPOND_NEXT):
+    """The tool marked as a recovery tool: once a call of it succeeds, the agent's next step answers
+    the user instead of calling it, or any tool, again in that turn (RESPOND_NEXT); and after a
+    refused call of the agent's own in a turn it is not offered, unless the turn holds a planted
+    plan (USER_ERRORS_ONLY)."""
+    if tool.metadata.get(RESPOND_NEXT) and tool.metadata.get(USER_ERRORS_ONLY):
         return tool
-    return tool.with_options(metadata={**tool.metadata, RESPOND_NEXT: True})
+    return tool.with_options(metadata={**tool.metadata, RESPOND_NEXT: True, USER_ERRORS_ONLY: True})
 
 
 def missing_recovery_tools(tool_schemas: list[dict], error_map: ErrorMap) -> list[str]:

@@ -14,6 +14,11 @@ THINK_TOOL_NAME = "think"
 RESPOND_NEXT = "respond_next"
 """Tool.metadata key: once a call of the tool succeeds, the agent's next step in that user turn
 answers the user and calls no tool (the recovery tools: what is left is telling the user)."""
+USER_ERRORS_ONLY = "user_errors_only"
+"""Tool.metadata key: the tool reports an error in the user's request (the recovery tools). Once
+one of the agent's own calls of another tool is refused in a user turn, the tool may not be called
+for the rest of that turn, unless an intervention planted reasoning in it: a refused call is the
+agent's error to correct (or to ask the user about), not the user's to report."""
 
 
 @tool(name=THINK_TOOL_NAME, kind=ToolKind.THINK, timeout_s=None)
@@ -100,8 +105,9 @@ def report_internal_error(summary: str) -> str:
     return "Internal error reported. Now reply to the user and ask them to clarify their request."
 
 
-transfer_to_human_agents.metadata[RESPOND_NEXT] = True
-report_internal_error.metadata[RESPOND_NEXT] = True
+for _recovery in (transfer_to_human_agents, report_internal_error):
+    _recovery.metadata[RESPOND_NEXT] = True
+    _recovery.metadata[USER_ERRORS_ONLY] = True
 
 
 @toolkit_factory

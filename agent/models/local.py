@@ -398,8 +398,9 @@ class LocalModel(Model):
                 response = self._generate_locked(gen, plan)
                 if response.tool_calls and repeats_answered_calls(gen.request, response):
                     # A 0.5B model tends to call the same tool again with the same arguments after
-                    # getting its result. The result is already in context, so ask for the answer
-                    # instead of looping until the step limit.
+                    # getting its result, or after the call was refused twice. The result is already
+                    # in context, so ask for the answer instead of looping until the step limit (or
+                    # the graph's limit on identical failures).
                     if plan.mode == "actions":  # cheaper: the prompt is cached, only the answer is new
                         again = self._act(gen, plan, choice=answer_word(plan), made=True)
                     else:
@@ -649,20 +650,32 @@ def overflow_message(prompt_tokens: int, loaded: LoadedModel) -> str:
     return f"{head} (n_ctx={loaded.n_ctx} was set; raise it or leave it unset to size the window {more})"
 
 
+REFUSED_REPEATS = 2
+"""How often an identical call may be refused in a user turn before the embedded model is made to
+answer instead of sending it again (one retry for a passing failure; the graph ends a turn at the
+third identical failure, agent.nodes.tools.REPEATED_FAILURE_LIMIT)."""
+
+
 def repeats_answered_calls(request: ModelRequest, response: ModelResponse) -> bool:
-    """Whether every call in the response was already made, and answered without error, in this
-    user turn (same tool, same arguments)."""
+    """Whether every call in the response was already made in this user turn (same tool, same
+    arguments) and answered without error, or refused REFUSED_REPEATS times."""
     answered: set[tuple[str, str]] = set()
-    by_id: dict[str, tuple[str, str]] = {}
+    refused: dict[tuple[str, str], int] = {}
+    by_id: dict[str, bool] = {}  # tool_call_id -> whether its result was an error
     for m in reversed(request.messages):
         if m.role == "user":
             break
-        if m.role == "tool" and not m.is_error and m.tool_call_id:
-            by_id[m.tool_call_id] = ("", "")
+        if m.role == "tool" and m.tool_call_id:
+            by_id[m.tool_call_id] = m.is_error
         for tc in m.tool_calls:
-            if tc.id in by_id:
+            if tc.id not in by_id:
+                continue
+            if by_id[tc.id]:
+                refused[_call_key(tc)] = refused.get(_call_key(tc), 0) + 1
+            else:
                 answered.add(_call_key(tc))
-    return bool(answered) and all(_call_key(tc) in answered for tc in response.tool_calls)
+    done = answered | {key for key, n in refused.items() if n >= REFUSED_REPEATS}
+    return bool(done) and all(_call_key(tc) in done for tc in response.tool_calls)
 
 
 def _call_key(call: ToolCall) -> tuple[str, str]:

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from agent.messages import FinishReason, Message, ModelRequest, ModelResponse, ToolCall, Usage
 from agent.models.tool_grammar import (
     actions_prompt,
+    callable_tools,
     choice_grammar,
     decision_schema,
     parameters_of,
@@ -75,6 +76,9 @@ class Plan:
     """GBNF grammar constraining the output, if any."""
     tool_names: list[str] = field(default_factory=list)
     """Names of the offered tools (tools mode)."""
+    blocked: list[str] = field(default_factory=list)
+    """Offered tools that may not be called on this request (ModelSettings.allowed_tools): they stay
+    listed in the system block, but no grammar lets the model choose them."""
     prefix: str = ""
     """Planted reasoning that opens the assistant's turn: the rendered prompt ends with it, after
     the generation prompt, and the model continues from it; never part of the parsed output."""
@@ -95,7 +99,8 @@ class Plan:
         """What the first step chooses among (actions mode): the tools, then respond if allowed."""
         if self.answer_only:
             return [self.respond]
-        return [*self.tool_names, self.respond] if self.respond else list(self.tool_names)
+        names = [n for n in self.tool_names if n not in self.blocked]
+        return [*names, self.respond] if self.respond else names
 
 
 @functools.lru_cache(maxsize=128)
@@ -247,9 +252,11 @@ def _led(gbnf: str, lead: str) -> str:
 
 
 def _action_plan(request: ModelRequest, answer_schema: dict[str, Any] | None) -> Plan:
-    require = request.settings.tool_choice == "required"
-    answer_only = request.settings.tool_choice == "none"
     names = tool_names(request.tools)
+    blocked = _blocked(request)
+    # A required call with every tool blocked can only be an answer.
+    require = request.settings.tool_choice == "required" and len(blocked) < len(names)
+    answer_only = request.settings.tool_choice == "none"
     # The answer word exists even when required: the repeat guard may still force an answer.
     word = respond_action(names)
     extra = actions_prompt(request.tools, require_tool=require, respond=word)
@@ -261,15 +268,24 @@ def _action_plan(request: ModelRequest, answer_schema: dict[str, Any] | None) ->
         mode="actions",
         messages=messages,
         tool_names=names,
+        blocked=blocked,
         prefix=prefix,
         lead=("\n" if prefix else "") + ACTION_OPEN,
         respond="" if require else word,
-        argument_grammars={} if answer_only else arguments,
+        argument_grammars={} if answer_only else {n: g for n, g in arguments.items() if n not in blocked},
         answer_grammar=grammar_for(answer_schema) if answer_schema is not None else None,
         answer_only=answer_only,
     )
     plan.grammar = choice_grammar(plan.actions)
     return plan
+
+
+def _blocked(request: ModelRequest) -> list[str]:
+    allowed = request.settings.allowed_tools
+    if allowed is None:
+        return []
+    keep = set(allowed)
+    return [n for n in tool_names(request.tools) if n not in keep]
 
 
 def action_step(plan: Plan, choice: str, *, made: bool = False) -> tuple[str, str | None]:
@@ -298,11 +314,12 @@ def build_plan(request: ModelRequest, protocol: ToolProtocol = DEFAULT_TOOL_PROT
     if request.tools and protocol == "action":
         # tool_choice "none" included: the same prompt, with respond the only action.
         return _action_plan(request, answer_schema)
-    use_tools = bool(request.tools) and request.settings.tool_choice != "none"
+    callable_ = callable_tools(request.tools, request.settings.allowed_tools)
+    use_tools = bool(callable_) and request.settings.tool_choice != "none"
     if use_tools:
         require = request.settings.tool_choice == "required"
         schema = decision_schema(
-            request.tools,
+            callable_,
             require_tool=require,
             answer_schema=answer_schema,
             argument_schemas=_argument_schemas(request.tools),
@@ -315,7 +332,7 @@ def build_plan(request: ModelRequest, protocol: ToolProtocol = DEFAULT_TOOL_PROT
             mode="tools",
             messages=messages,
             grammar=_opened(grammar_for(schema), prefix),
-            tool_names=tool_names(request.tools),
+            tool_names=tool_names(callable_),
             prefix=prefix,
         )
     if answer_schema is not None:
@@ -376,7 +393,7 @@ def parse_action(choice: str, raw: str, plan: Plan, finish: str | None, usage: U
     reason: FinishReason = "length" if finish == "length" else "stop"
     text = raw.strip()
     if plan.answer_grammar is None and is_action_text(text):
-        offered = [] if plan.answer_only else plan.tool_names
+        offered = [] if plan.answer_only else [n for n in plan.tool_names if n not in plan.blocked]
         turn = parse_action_text(text, offered, answer_word(plan))
         if turn is None:
             raise ProtocolTextError(f"the answer is protocol text, not a call or an answer: {text[:120]!r}")

@@ -27,7 +27,7 @@ from agent.models.openai_wire import (
     usage_of,
 )
 from agent.models.retry import RetryLog, RetryPolicy, Verdict, call_with_retries, parse_retry_after
-from agent.models.tool_grammar import tool_names
+from agent.models.tool_grammar import callable_tools, tool_names
 
 _RETRY_STATUS = {408, 409, 429}
 _LOCAL_KEY = "sk-no-key-required"
@@ -37,7 +37,7 @@ def _names(request: ModelRequest) -> list[str]:
     """Tools whose calls may be recovered from text: none when calling tools is ruled out."""
     if not request.tools or request.settings.tool_choice == "none":
         return []
-    return tool_names(request.tools)
+    return tool_names(callable_tools(request.tools, request.settings.allowed_tools))
 
 
 class ModelAPIError(ModelError):
@@ -168,8 +168,10 @@ class OpenAIModel(Model):
             "model": model,
             "messages": to_openai_messages(request.messages, send_reasoning=self.send_reasoning),
         }
-        if request.tools:
-            params["tools"] = request.tools
+        # A server sees only the tools it may call: allowed_tools has no portable wire form.
+        tools = callable_tools(request.tools, s.allowed_tools)
+        if tools:
+            params["tools"] = tools
             if s.tool_choice:
                 params["tool_choice"] = s.tool_choice
         if s.temperature is not None:

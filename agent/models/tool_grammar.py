@@ -29,6 +29,14 @@ def tool_names(tools: Sequence[dict[str, Any]]) -> list[str]:
     return [function_of(t)["name"] for t in tools]
 
 
+def callable_tools(tools: Sequence[dict[str, Any]], allowed: Sequence[str] | None) -> list[dict[str, Any]]:
+    """The offered tools that may be called (ModelSettings.allowed_tools; None: all), in order."""
+    if allowed is None:
+        return list(tools)
+    keep = set(allowed)
+    return [t for t in tools if function_of(t)["name"] in keep]
+
+
 def inline_refs(schema: Any, defs: dict[str, Any] | None = None, depth: int = 0) -> Any:
     """A copy of schema with local `#/$defs/...` references replaced by their definitions.
 

@@ -13,6 +13,7 @@ from agent.events import FinalAnswer, ReasoningDelta, TokenDelta, ToolCallEvent
 from agent.ledger import CostLedger
 from agent.messages import Message, ModelRequest, ModelResponse
 from agent.models import base as model_base
+from agent.models.tool_grammar import tool_names
 from agent.modes import loops_back, mode_step, step_message
 from agent.nodes.state import (
     AgentState,
@@ -23,9 +24,10 @@ from agent.nodes.state import (
     plugin_context,
     with_turn,
 )
+from agent.planted_reasoning import PLANTED
 from agent.plugin_api import ResponseReviewer
 from tools import Tool
-from tools.builtin import RESPOND_NEXT
+from tools.builtin import RESPOND_NEXT, USER_ERRORS_ONLY
 
 # Intermediate steps stream as reasoning, not as answer text.
 _REASONING_STEPS = ("reason", "plan", "summary")
@@ -60,6 +62,9 @@ class ModelNode:
         if request.tools and answer_due(history, deps.tools):
             # A recovery tool did its part; what is left is telling the user, not calling it again.
             request = request.model_copy(update={"settings": request.settings.model_copy(update={"tool_choice": "none"})})
+        elif request.tools and (withheld := withheld_tools(history, deps.tools)):
+            allowed = [n for n in tool_names(request.tools) if n not in withheld]
+            request = request.model_copy(update={"settings": request.settings.model_copy(update={"allowed_tools": allowed})})
         writer = emitter(config)
         stream = writer if cfg(config, "rein_stream_tokens") else None
         with tracing.chat(deps.model.name, request, cfg(config, "thread_id"), step.kind) as span:
@@ -117,6 +122,27 @@ def answer_due(history: Sequence[Message], tools: dict[str, Tool]) -> bool:
         if tool is not None and tool.metadata.get(RESPOND_NEXT):
             return True
     return False
+
+
+def withheld_tools(history: Sequence[Message], tools: dict[str, Tool]) -> set[str]:
+    """The tools marked USER_ERRORS_ONLY (the recovery tools) when a call of another tool was
+    refused in this user turn and no intervention planted reasoning in it; else none.
+
+    Small models answer their own refused call ("Error: Order not found") by reporting an internal
+    error, which is for errors in the user's request; a planted plan is the one case where the turn
+    was diagnosed as such, so it keeps them callable."""
+    refused = False
+    for m in reversed(history):
+        if m.role == "user":
+            break
+        if m.metadata.get(PLANTED):
+            return set()
+        if m.role == "tool" and m.is_error:
+            tool = tools.get(m.name or "")
+            refused = refused or tool is None or not tool.metadata.get(USER_ERRORS_ONLY)
+    if not refused:
+        return set()
+    return {name for name, t in tools.items() if t.metadata.get(USER_ERRORS_ONLY)}
 
 
 def _system(prompt: str, turn: TurnState) -> str:

@@ -208,3 +208,13 @@ def test_environment_supplies_url_key_and_model(monkeypatch: pytest.MonkeyPatch)
 
 def _req() -> ModelRequest:
     return ModelRequest(messages=[Message.user("hi")], settings=ModelSettings(max_tokens=5, seed=1, stop=["x"]))
+
+
+def test_a_server_is_sent_only_the_tools_it_may_call() -> None:
+    tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("a", "b")]
+    model = OpenAIModel("served-model", base_url="http://127.0.0.1:9/v1")
+    request = ModelRequest(messages=[Message.user("hi")], tools=tools, settings=ModelSettings(allowed_tools=["b"], tool_choice="auto"))
+    params = model._params(request, "served-model")
+    assert [t["function"]["name"] for t in params["tools"]] == ["b"] and params["tool_choice"] == "auto"
+    none_left = request.model_copy(update={"settings": ModelSettings(allowed_tools=[], tool_choice="auto")})
+    assert "tools" not in model._params(none_left, "served-model")

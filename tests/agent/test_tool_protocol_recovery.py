@@ -25,8 +25,13 @@ from agent.models.local_prompt import (
 )
 from agent.models.testing import FunctionModel, call, reply
 from agent.models.toolcall_parse import parse_action_text
+from agent.planted_reasoning import PLANTED
+from agent.plugin_api import InterventionContext, Plant
+from interventions import with_recovery_tools
 from tests.agent.test_local_actions import FORMATTER  # Qwen2.5's ChatML, rendered by llama.cpp
-from tools.builtin import report_internal_error
+from tools.builtin import USER_ERRORS_ONLY, report_internal_error, think
+from tools.errors import ToolError
+from tools.registry import Toolkit
 from tools.tool import tool
 
 POLICY = "You are a retail agent. Follow the policy."
@@ -191,6 +196,80 @@ def test_a_failed_call_is_shown_as_it_is() -> None:
 def test_the_recovery_tool_is_for_errors_in_the_users_request_only() -> None:
     description = report_internal_error.description
     assert "user's request" in description and "your own tool calls fails" in description
+
+
+def test_allowed_tools_keep_the_prompt_and_take_the_others_out_of_the_choice() -> None:
+    history = [Message.user("Where is my order?")]
+    auto = build_plan(request(*history))
+    held = build_plan(request(*history, allowed_tools=["get_order_details"]))
+    assert held.actions == ["get_order_details", "respond"]
+    assert "report_internal_error" not in held.argument_grammars
+    # The tool list in the system block, and so the cached prefix, stay as they were.
+    assert render_prompt(FORMATTER, held)[0] == render_prompt(FORMATTER, auto)[0]
+    LlamaGrammar.from_string(held.grammar, verbose=False)  # llama.cpp accepts the narrower choice
+    with pytest.raises(ProtocolTextError):
+        parse_action(answer_word(held), PROTOCOL_CALL, held, "stop", Usage(), "local:test")
+    # A required call with nothing callable can only be an answer.
+    assert build_plan(request(*history, allowed_tools=[], tool_choice="required")).actions == ["respond"]
+
+
+@tool
+def cancel_order(order_id: str) -> str:
+    """Cancel a pending order.
+
+    Args:
+        order_id: The order id.
+    """
+    raise ToolError("Order not found")
+
+
+def _reporting_model(request: ModelRequest):  # noqa: ANN202 (a ModelResponse)
+    """Like the 0.5B: tries the write, then reports its refusal as an internal error if it may."""
+    last = request.messages[-1]
+    if last.role == "user" or (last.role == "tool" and last.name == "think"):  # a turn's first step
+        return call("cancel_order", {"order_id": "#W1"})
+    allowed = request.settings.allowed_tools
+    if request.settings.tool_choice == "none":
+        return reply("Could you check the order number?")
+    if allowed is None or "report_internal_error" in allowed:
+        return call("report_internal_error", {"summary": "Order not found."})
+    return reply("I could not find order #W1. Could you check the order number?")
+
+
+async def test_after_its_own_refused_call_the_agent_may_not_report_an_internal_error() -> None:
+    model = FunctionModel(_reporting_model)
+    agent = Agent(model, [cancel_order, report_internal_error], POLICY, checkpointer="memory")
+    result = await agent.ainvoke("Cancel order #W1.", thread_id="t")
+    called = [tc.name for m in result.messages for tc in m.tool_calls]
+    assert called == ["cancel_order"] and result.output.startswith("I could not find order #W1")
+    assert [r.settings.allowed_tools for r in model.requests] == [None, ["cancel_order"]]
+    # The next user turn starts with every tool callable again.
+    await agent.ainvoke("It is #W2.", thread_id="t")
+    assert model.requests[2].settings.allowed_tools is None
+
+
+class _Planting:
+    name = "plan"
+
+    async def before_turn(self, ctx: InterventionContext) -> Plant | None:
+        return Plant(text="The order number may be wrong; report_internal_error, then ask.")
+
+
+async def test_a_planted_plan_keeps_the_recovery_tools_callable_after_a_refusal() -> None:
+    model = FunctionModel(_reporting_model)
+    agent = Agent(model, [cancel_order, report_internal_error, think], POLICY, checkpointer="memory", interventions=[_Planting()])
+    result = await agent.ainvoke("Cancel order #W1.")
+    assert [tc.name for m in result.messages for tc in m.tool_calls if not m.metadata.get(PLANTED)] == [
+        "cancel_order", "report_internal_error"
+    ]
+    assert all(r.settings.allowed_tools is None for r in model.requests)
+
+
+def test_recovery_tools_are_marked_for_user_errors_only() -> None:
+    marked = with_recovery_tools(Toolkit([cancel_order], name="shop")).as_dict()
+    assert marked["transfer_to_human_agents"].metadata[USER_ERRORS_ONLY]
+    assert marked["report_internal_error"].metadata[USER_ERRORS_ONLY]
+    assert not marked["cancel_order"].metadata.get(USER_ERRORS_ONLY)
 
 
 # 4. after_read without a read
