@@ -43,7 +43,6 @@ from agent.extras import needs_extra
 from agent.messages import ModelRequest, ModelResponse, ToolCall, Usage
 from agent.models.base import Model, ModelError, StreamItem, TextDelta
 from agent.models.gguf import ModelFileError, ensure_model_file
-from agent.models.greedy_grammar import GreedyGrammar
 from agent.models.local_prompt import (
     ACTION_OPEN,
     DEFAULT_TOOL_PROTOCOL,
@@ -539,6 +538,9 @@ class LocalModel(Model):
         temperature = self.temperature if settings.temperature is None else settings.temperature
         grammar, checker = None, None
         if grammar_text and temperature == 0 and self.fast_grammar:
+            # Imported here: it needs numpy, which the lean core install (no `local` extra) lacks.
+            from agent.models.greedy_grammar import GreedyGrammar
+
             checker = GreedyGrammar(llama, grammar_text, len(prompt))
         elif grammar_text:
             grammar = LlamaGrammar.from_string(grammar_text, verbose=False)
