@@ -8,7 +8,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +22,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from agent.checkpoint_batching import WriteBatching
 from agent.errors import UserFacingError
 
 BUSY_TIMEOUT_MS = 10_000
@@ -86,12 +87,12 @@ async def open_checkpointer(spec: Any, stack: contextlib.AsyncExitStack) -> Any:
         return InMemorySaver()
     if where.kind == "postgres":
         try:
-            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+            from agent.checkpoint_postgres import BatchedPostgresSaver
         except ImportError:
             raise UserFacingError(
                 "Postgres checkpointing needs the postgres extra: pip install 'rein-runtime[postgres]'"
             ) from None
-        saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(where.target or ""))
+        saver = await stack.enter_async_context(BatchedPostgresSaver.from_conn_string(where.target or ""))
         await saver.setup()
         return saver
     return await _open_sqlite(Path(where.target or ""), stack)
@@ -152,42 +153,13 @@ _WRITE_SQL = (
 )
 
 
-class BatchedSqliteSaver(AsyncSqliteSaver):
-    """LangGraph's SQLite saver, committing a run's step writes with its checkpoint.
+class BatchedSqliteSaver(WriteBatching, AsyncSqliteSaver):
+    """LangGraph's SQLite saver, committing a run's step writes with its checkpoint (`WriteBatching`).
 
-    Under durability "exit" LangGraph stores a run's step writes (on delta channels, the new
-    messages themselves) at the end of the run, one `aput_writes` call per step and task, then the
-    run's checkpoint: each its own commit and worker-thread hand-off. Inside `batch(thread)` those
-    writes are held in memory and written just before the checkpoint, which commits them with it:
-    a run's end is normally one commit. Nothing is committed later than with the plain saver (the
-    writes were only ever visible with their checkpoint), and a crash still leaves no checkpoint
-    without its writes. Writes that no checkpoint follows (an interrupt's, stored after the
-    checkpoint) are committed when the batch ends, or before any read of the thread.
-    Outside a batch it is the plain saver.
-    """
+    Held rows are written on the saver's connection just before the checkpoint, uncommitted; the
+    checkpoint's own commit commits them with it."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._batches: dict[str, list[tuple[str, list[tuple[Any, ...]]]]] = {}
-
-    @contextlib.asynccontextmanager
-    async def batch(self, thread_id: str) -> AsyncIterator[None]:
-        """Hold the thread's writes for its next checkpoint's transaction while the block runs
-        (one run per thread at a time: the caller holds the thread)."""
-        self._batches[thread_id] = []
-        try:
-            yield
-        finally:
-            try:
-                await asyncio.shield(self._write_held(thread_id, commit=True))
-            finally:
-                self._batches.pop(thread_id, None)
-
-    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
-        held = self._batches.get(str(config["configurable"]["thread_id"]))
-        if held is None:
-            await super().aput_writes(config, writes, task_id, task_path)
-            return
+    def _held_rows(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> tuple[str, list[tuple[Any, ...]]]:
         conf = config["configurable"]
         verb = "REPLACE" if all(w[0] in WRITES_IDX_MAP for w in writes) else "IGNORE"
         rows = [
@@ -195,7 +167,7 @@ class BatchedSqliteSaver(AsyncSqliteSaver):
              WRITES_IDX_MAP.get(channel, idx), channel, *self.serde.dumps_typed(value))
             for idx, (channel, value) in enumerate(writes)
         ]
-        held.append((_WRITE_SQL.format(verb), rows))
+        return _WRITE_SQL.format(verb), rows
 
     async def aput(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
@@ -204,12 +176,14 @@ class BatchedSqliteSaver(AsyncSqliteSaver):
         await self._write_held(str(config["configurable"]["thread_id"]), commit=False)
         return await super().aput(config, checkpoint, metadata, new_versions)
 
+    async def _commit_held(self, thread_id: str) -> None:
+        await self._write_held(thread_id, commit=True)
+
     async def _write_held(self, thread_id: str, *, commit: bool) -> None:
         """Write the thread's held writes (and commit them when asked)."""
-        held = self._batches.get(thread_id)
+        held = self._take_held(thread_id)
         if not held:
             return
-        self._batches[thread_id] = []
         await self.setup()
         async with self.lock:
             try:
@@ -220,25 +194,6 @@ class BatchedSqliteSaver(AsyncSqliteSaver):
             except BaseException:
                 await self.conn.rollback()
                 raise
-
-    async def aget_tuple(self, config: RunnableConfig) -> Any:
-        await self._flush(config)
-        return await super().aget_tuple(config)
-
-    async def aget_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Any:
-        await self._flush(config)
-        return await super().aget_delta_channel_history(config=config, channels=channels)
-
-    async def alist(self, config: RunnableConfig | None, **kwargs: Any) -> AsyncIterator[Any]:
-        if config is not None:
-            await self._flush(config)
-        async for found in super().alist(config, **kwargs):
-            yield found
-
-    async def _flush(self, config: RunnableConfig) -> None:
-        # A read sees every write made before it, as with the plain saver.
-        thread_id = str((config.get("configurable") or {}).get("thread_id"))
-        await self._write_held(thread_id, commit=True)
 
 
 def durability_for(spec: Any, has_tools: bool) -> Literal["sync", "async", "exit"]:
@@ -271,12 +226,12 @@ async def latest_checkpoint_id(saver: Any, thread_id: str) -> str | None:
     Checkpoint ids only grow and every commit of a thread writes a new one, so the id tells whether
     a thread changed since it was last seen. On SQLite and Postgres it is one indexed query on the
     saver's own table and connection; other savers load the latest checkpoint to read its id."""
-    kind = type(saver).__name__
     if isinstance(saver, AsyncSqliteSaver):
         async with saver.lock, saver.conn.execute(_LATEST_ID_SQL.format("?"), (thread_id,)) as cursor:
             row = await cursor.fetchone()
         return None if row is None else str(row[0])
-    if kind == "AsyncPostgresSaver":
+    # By name, so that the lean install never imports the postgres extra to answer.
+    if any(cls.__name__ == "AsyncPostgresSaver" for cls in type(saver).__mro__):
         async with saver._cursor() as cursor:
             await cursor.execute(_LATEST_ID_SQL.format("%s"), (thread_id,))
             found = await cursor.fetchone()

@@ -15,7 +15,7 @@ from langgraph.types import Command
 
 from agent import tracing
 from agent.checkpoint import (
-    BatchedSqliteSaver,
+    WriteBatching,
     durability_for,
     latest_checkpoint_id,
     open_checkpointer,
@@ -274,7 +274,7 @@ class Agent:
                     tracing.mode_decided(span, decided.mode, decided.reason)
                 yield _record(decided, collect, span)
             modes = ["updates"] if quiet else ["custom", "updates"]
-            # A run's step writes and its checkpoint commit in one transaction (SQLite).
+            # A run's step writes and its checkpoint commit in one transaction (SQLite, Postgres).
             async with _batched(graph.checkpointer, thread_id, self._durability):
                 stream = graph.astream(inputs, config, stream_mode=modes, durability=self._durability)
                 failure: BaseException | None = None
@@ -440,9 +440,9 @@ def _as_messages(message: str | Message | list[Message]) -> list[Message]:
 
 
 def _batched(saver: Any, thread_id: str, durability: str) -> contextlib.AbstractAsyncContextManager[Any]:
-    """Where the saver can, a run that commits once (durability "exit") commits its step writes
-    with its checkpoint."""
-    if durability == "exit" and isinstance(saver, BatchedSqliteSaver):
+    """Where the saver can (rein's SQLite and Postgres savers), a run that commits once (durability
+    "exit") commits its step writes with its checkpoint."""
+    if durability == "exit" and isinstance(saver, WriteBatching):
         return saver.batch(thread_id)
     return contextlib.nullcontext()
 

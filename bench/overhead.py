@@ -10,7 +10,9 @@ With --checkpointer (sqlite:PATH or postgresql://…) it measures rein alone on 
 instead, one agent per --durability (auto: what the Agent picks; sync: every step commits, as
 agents with tools did before their model steps were journaled; exit: one checkpoint per turn),
 turns interleaved, and reports per turn the median CPU and wall time and the mean checkpoint
-saves (aput), step-write saves (aput_writes) and journal commits, each its own transaction:
+saves (aput), step-write saves (aput_writes) and journal commits, each its own transaction, and
+all commits: on SQLite those of the checkpoint and journal connections, on Postgres the
+cluster's write transactions (so run it on a cluster nothing else writes to):
 
     python bench/overhead.py --checkpointer sqlite:/tmp/bench.sqlite --durability sync,exit --turns 500
 """
@@ -145,13 +147,14 @@ async def measure_store(turns: int, checkpointer: str, durabilities: list[str], 
 
     saver: type = AsyncSqliteSaver
     journal: type = SqliteJournal
-    if checkpointer.startswith(("postgres://", "postgresql://")):
+    postgres = checkpointer.startswith(("postgres://", "postgresql://"))
+    if postgres:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
         saver, journal = AsyncPostgresSaver, PostgresJournal
     targets = {
-        # aput_writes counts the saver's own step-write transactions; rein's SQLite saver batches
-        # a run's step writes into its checkpoint's transaction (agent.checkpoint.BatchedSqliteSaver).
+        # aput_writes counts the saver's own step-write transactions; rein's savers batch a run's
+        # step writes into its checkpoint's transaction (agent.checkpoint.WriteBatching).
         "aput": (saver, "aput"), "aput_writes": (saver, "aput_writes"),
         # Each journal statement commits on its own; _execute_all commits its statements together.
         "journal": (journal, "_execute"), "journal_batch": (journal, "_execute_all"),
@@ -178,7 +181,9 @@ async def measure_store(turns: int, checkpointer: str, durabilities: list[str], 
     wall: dict[str, list[float]] = {d: [] for d in agents}
     cpu: dict[str, list[float]] = {d: [] for d in agents}
     counted: dict[str, dict[str, int]] = {d: dict.fromkeys(calls.counts, 0) for d in agents}
+    write_xacts: dict[str, int] = dict.fromkeys(agents, 0)
     async with contextlib.AsyncExitStack() as stack:
+        next_xid = await _postgres_xids(checkpointer, stack) if postgres else None
         for agent in agents.values():
             await stack.enter_async_context(agent)
         for i in range(-50, 0):  # warm-up, on threads of their own
@@ -187,10 +192,13 @@ async def measure_store(turns: int, checkpointer: str, durabilities: list[str], 
         for i in range(turns):
             for durability in agents:
                 before = calls.snapshot()
+                xid0 = await next_xid() if next_xid else 0
                 w0, c0 = time.perf_counter(), time.process_time()
                 await turn(durability, i)
                 wall[durability].append((time.perf_counter() - w0) * 1e6)
                 cpu[durability].append((time.process_time() - c0) * 1e6)
+                if next_xid:
+                    write_xacts[durability] += await next_xid() - xid0
                 for label, n in calls.snapshot().items():
                     counted[durability][label] += n - before[label]
     out: dict[str, Any] = {"turns": turns, "checkpointer": checkpointer.split(":")[0], "turns_per_thread": turns_per_thread}
@@ -204,8 +212,27 @@ async def measure_store(turns: int, checkpointer: str, durabilities: list[str], 
             "aput_writes_per_turn": round(c["aput_writes"] / turns, 2),
             "journal_commits_per_turn": round((c["journal"] + c["journal_batch"]) / turns, 2),
             **({"sqlite_commits_per_turn": round(c["sqlite_commits"] / turns, 2)} if "sqlite_commits" in c else {}),
+            **({"postgres_write_xacts_per_turn": round(write_xacts[durability] / turns, 2)} if postgres else {}),
         }
     return out
+
+
+async def _postgres_xids(dsn: str, stack: contextlib.AsyncExitStack) -> Any:
+    """A function answering the cluster's next transaction id, on a connection of its own.
+
+    Postgres gives a transaction an id only when it writes, so the difference over a turn counts
+    the turn's write transactions on every connection (checkpoint, journal), and those of
+    anything else writing to the same cluster: measure on a quiet one. Reading it writes nothing."""
+    import psycopg
+
+    conn = await stack.enter_async_context(await psycopg.AsyncConnection.connect(dsn, autocommit=True))
+
+    async def next_xid() -> int:
+        cursor = await conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
+        row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+    return next_xid
 
 
 def main() -> None:
