@@ -157,7 +157,14 @@ class BatchedSqliteSaver(WriteBatching, AsyncSqliteSaver):
     """LangGraph's SQLite saver, committing a run's step writes with its checkpoint (`WriteBatching`).
 
     Held rows are written on the saver's connection just before the checkpoint, uncommitted; the
-    checkpoint's own commit commits them with it."""
+    checkpoint's own commit commits them with it, and a failed checkpoint rolls them back. The
+    connection is shared by every thread of the saver, so writing held rows and the checkpoint is
+    one section (`_txn`) that no other held write or rollback enters; LangGraph's own statements
+    commit within their own hold of `lock`, so a rollback here only ever undoes this section's rows."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._txn = asyncio.Lock()
 
     def _held_rows(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> tuple[str, list[tuple[Any, ...]]]:
         conf = config["configurable"]
@@ -173,17 +180,25 @@ class BatchedSqliteSaver(WriteBatching, AsyncSqliteSaver):
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
     ) -> RunnableConfig:
         # The held writes go first, uncommitted; the checkpoint's own commit commits them with it.
-        await self._write_held(str(config["configurable"]["thread_id"]), commit=False)
-        return await super().aput(config, checkpoint, metadata, new_versions)
+        async with self._txn:
+            wrote = await self._write_held(str(config["configurable"]["thread_id"]), commit=False)
+            try:
+                return await super().aput(config, checkpoint, metadata, new_versions)
+            except BaseException:
+                if wrote:  # neither the checkpoint nor its writes (as on Postgres)
+                    async with self.lock:
+                        await self.conn.rollback()
+                raise
 
     async def _commit_held(self, thread_id: str) -> None:
-        await self._write_held(thread_id, commit=True)
+        async with self._txn:
+            await self._write_held(thread_id, commit=True)
 
-    async def _write_held(self, thread_id: str, *, commit: bool) -> None:
-        """Write the thread's held writes (and commit them when asked)."""
+    async def _write_held(self, thread_id: str, *, commit: bool) -> bool:
+        """Write the thread's held writes (and commit them when asked); whether there were any."""
         held = self._take_held(thread_id)
         if not held:
-            return
+            return False
         await self.setup()
         async with self.lock:
             try:
@@ -194,6 +209,7 @@ class BatchedSqliteSaver(WriteBatching, AsyncSqliteSaver):
             except BaseException:
                 await self.conn.rollback()
                 raise
+        return True
 
 
 def durability_for(spec: Any, has_tools: bool) -> Literal["sync", "async", "exit"]:
