@@ -99,8 +99,12 @@ class Plan:
         """What the first step chooses among (actions mode): the tools, then respond if allowed."""
         if self.answer_only:
             return [self.respond]
-        names = [n for n in self.tool_names if n not in self.blocked]
-        return [*names, self.respond] if self.respond else names
+        return [*self.callable_names, self.respond] if self.respond else self.callable_names
+
+    @property
+    def callable_names(self) -> list[str]:
+        """The offered tools the model may call: tool_names less blocked."""
+        return [n for n in self.tool_names if n not in self.blocked]
 
 
 @functools.lru_cache(maxsize=128)
@@ -253,7 +257,8 @@ def _led(gbnf: str, lead: str) -> str:
 
 def _action_plan(request: ModelRequest, answer_schema: dict[str, Any] | None) -> Plan:
     names = tool_names(request.tools)
-    blocked = _blocked(request)
+    callable_ = set(tool_names(callable_tools(request.tools, request.settings.allowed_tools)))
+    blocked = [n for n in names if n not in callable_]
     # A required call with every tool blocked can only be an answer.
     require = request.settings.tool_choice == "required" and len(blocked) < len(names)
     answer_only = request.settings.tool_choice == "none"
@@ -278,14 +283,6 @@ def _action_plan(request: ModelRequest, answer_schema: dict[str, Any] | None) ->
     )
     plan.grammar = choice_grammar(plan.actions)
     return plan
-
-
-def _blocked(request: ModelRequest) -> list[str]:
-    allowed = request.settings.allowed_tools
-    if allowed is None:
-        return []
-    keep = set(allowed)
-    return [n for n in tool_names(request.tools) if n not in keep]
 
 
 def action_step(plan: Plan, choice: str, *, made: bool = False) -> tuple[str, str | None]:
@@ -393,7 +390,7 @@ def parse_action(choice: str, raw: str, plan: Plan, finish: str | None, usage: U
     reason: FinishReason = "length" if finish == "length" else "stop"
     text = raw.strip()
     if plan.answer_grammar is None and is_action_text(text):
-        offered = [] if plan.answer_only else [n for n in plan.tool_names if n not in plan.blocked]
+        offered = [] if plan.answer_only else plan.callable_names
         turn = parse_action_text(text, offered, answer_word(plan))
         if turn is None:
             raise ProtocolTextError(f"the answer is protocol text, not a call or an answer: {text[:120]!r}")

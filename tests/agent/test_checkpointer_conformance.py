@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from checkpoint_util import fresh_postgres_database
 from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
@@ -62,16 +62,8 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         yield Backend("sqlite", f"sqlite:{tmp_path / 'threads.sqlite'}")
     else:
         url: str = request.getfixturevalue("postgres_url")
-        yield Backend("postgres", await _fresh_database(url))
+        yield Backend("postgres", await fresh_postgres_database(url, "conf"))
 
-
-async def _fresh_database(url: str) -> str:
-    import psycopg
-
-    name = f"conf_{uuid.uuid4().hex[:12]}"
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await conn.execute(f"CREATE DATABASE {name}")
-    return url.rsplit("/", 1)[0] + f"/{name}"
 
 
 @pytest.fixture

@@ -12,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
-from langgraph.checkpoint.base.id import uuid6
+from checkpoint_util import fresh_postgres_database, new_checkpoint, root_checkpoint, thread_config
+from langgraph.checkpoint.base import Checkpoint
 
 from agent import Agent, FunctionModel, ModelRequest, ModelResponse, ToolCall
 from agent.checkpoint import open_checkpointer
@@ -39,16 +38,10 @@ def _tool_then_answer(request: ModelRequest) -> ModelResponse:
     return ModelResponse(tool_calls=[ToolCall(id="c1", name="lookup", arguments='{"key": "k"}')], finish_reason="tool_calls")
 
 
-async def _fresh_database(url: str) -> str:
-    name = f"batch_{uuid.uuid4().hex[:12]}"
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await conn.execute(f"CREATE DATABASE {name}")
-    return url.rsplit("/", 1)[0] + f"/{name}"
-
 
 @pytest.fixture
 async def db(postgres_url: str) -> str:
-    return await _fresh_database(postgres_url)
+    return await fresh_postgres_database(postgres_url, "batch")
 
 
 @pytest.fixture
@@ -74,91 +67,72 @@ async def _count(conn: Any, table: str, thread: str) -> int:
     return int(row[0])
 
 
-def _config(thread: str, checkpoint_id: str | None = None) -> Any:
-    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
-    if checkpoint_id is not None:
-        conf["checkpoint_id"] = checkpoint_id
-    return {"configurable": conf}
 
-
-def _checkpoint(**values: Any) -> Checkpoint:
-    checkpoint = empty_checkpoint()
-    checkpoint["id"] = str(uuid6())
-    checkpoint["channel_values"] = dict(values)
-    checkpoint["channel_versions"] = dict.fromkeys(values, 1)
-    return checkpoint
-
-
-async def _root(saver: Any, thread: str) -> str:
-    """A first checkpoint for the thread, stored outside any batch; its id."""
-    first = _checkpoint()
-    await saver.aput(_config(thread), first, {"source": "input", "step": -1}, {})
-    return first["id"]
 
 
 async def test_held_writes_become_visible_with_their_checkpoint_and_not_before(saver: Any, other: Any) -> None:
-    root = await _root(saver, "t1")
+    root = await root_checkpoint(saver, "t1")
     async with saver.batch("t1"):
-        await saver.aput_writes(_config("t1", root), [("messages", ["hello"]), ("note", "x")], "task-1")
-        await saver.aput_writes(_config("t1", root), [("messages", ["again"])], "task-2")
+        await saver.aput_writes(thread_config("t1", root), [("messages", ["hello"]), ("note", "x")], "task-1")
+        await saver.aput_writes(thread_config("t1", root), [("messages", ["again"])], "task-2")
         assert await _count(other, "checkpoint_writes", "t1") == 0
 
-        step = _checkpoint(messages=["hello", "again"])
-        await saver.aput(_config("t1", root), step, {"source": "loop", "step": 0}, {"messages": 1})
+        step = new_checkpoint(messages=["hello", "again"])
+        await saver.aput(thread_config("t1", root), step, {"source": "loop", "step": 0}, {"messages": 1})
         assert await _count(other, "checkpoint_writes", "t1") == 3
         assert await _count(other, "checkpoints", "t1") == 2
 
         # Writes after the last checkpoint (an interrupt's) have none to ride with: the batch's end commits them.
-        await saver.aput_writes(_config("t1", step["id"]), [("__interrupt__", "ask")], "task-3")
+        await saver.aput_writes(thread_config("t1", step["id"]), [("__interrupt__", "ask")], "task-3")
         assert await _count(other, "checkpoint_writes", "t1") == 3
     assert await _count(other, "checkpoint_writes", "t1") == 4
 
 
 async def test_a_failed_checkpoint_leaves_neither_it_nor_its_writes(saver: Any, other: Any) -> None:
-    root = await _root(saver, "t2")
+    root = await root_checkpoint(saver, "t2")
     # One failure in the client (a value the serializer refuses, after the writes went out in the
     # transaction) and one in the server (Postgres refuses \u0000 in jsonb, in the checkpoint's INSERT).
     failures: list[tuple[Checkpoint, dict[str, Any], dict[str, Any], type[BaseException]]] = [
-        (_checkpoint(messages=threading.Lock()), {"source": "loop", "step": 0}, {"messages": 1}, TypeError),
-        (_checkpoint(score=float("nan")), {"source": "loop", "step": 0}, {}, psycopg.errors.InvalidTextRepresentation),
+        (new_checkpoint(messages=threading.Lock()), {"source": "loop", "step": 0}, {"messages": 1}, TypeError),
+        (new_checkpoint(score=float("nan")), {"source": "loop", "step": 0}, {}, psycopg.errors.InvalidTextRepresentation),
     ]
     for checkpoint, metadata, versions, error in failures:
         async with saver.batch("t2"):
-            await saver.aput_writes(_config("t2", root), [("messages", ["lost"])], "task-1")
+            await saver.aput_writes(thread_config("t2", root), [("messages", ["lost"])], "task-1")
             with pytest.raises(error):
-                await saver.aput(_config("t2", root), checkpoint, metadata, versions)
+                await saver.aput(thread_config("t2", root), checkpoint, metadata, versions)
             assert await _count(other, "checkpoint_writes", "t2") == 0
         assert await _count(other, "checkpoint_writes", "t2") == 0
         assert await _count(other, "checkpoints", "t2") == 1
     # The connection is usable again after the rolled-back transaction.
     async with saver.batch("t2"):
-        await saver.aput_writes(_config("t2", root), [("messages", ["kept"])], "task-1")
-        await saver.aput(_config("t2", root), _checkpoint(), {"source": "loop", "step": 0}, {})
+        await saver.aput_writes(thread_config("t2", root), [("messages", ["kept"])], "task-1")
+        await saver.aput(thread_config("t2", root), new_checkpoint(), {"source": "loop", "step": 0}, {})
     assert await _count(other, "checkpoint_writes", "t2") == 1
     assert await _count(other, "checkpoints", "t2") == 2
 
 
 async def test_reads_inside_a_batch_see_the_held_writes(saver: Any, other: Any) -> None:
-    root = await _root(saver, "t3")
+    root = await root_checkpoint(saver, "t3")
     async with saver.batch("t3"):
-        await saver.aput_writes(_config("t3", root), [("messages", ["held"])], "task-1")
-        found = await saver.aget_tuple(_config("t3", root))
+        await saver.aput_writes(thread_config("t3", root), [("messages", ["held"])], "task-1")
+        found = await saver.aget_tuple(thread_config("t3", root))
         assert [(task, channel, value) for task, channel, value in found.pending_writes] == [("task-1", "messages", ["held"])]
 
-        await saver.aput_writes(_config("t3", root), [("note", "also held")], "task-2")
-        listed = [t async for t in saver.alist(_config("t3"))]
+        await saver.aput_writes(thread_config("t3", root), [("note", "also held")], "task-2")
+        listed = [t async for t in saver.alist(thread_config("t3"))]
         assert sorted(channel for _, channel, _ in listed[0].pending_writes) == ["messages", "note"]
         # The read committed them: another connection sees them too, before the batch ends.
         assert await _count(other, "checkpoint_writes", "t3") == 2
 
 
 async def test_a_cancelled_run_still_commits_what_it_stored(saver: Any, other: Any) -> None:
-    root = await _root(saver, "t4")
+    root = await root_checkpoint(saver, "t4")
     stored = asyncio.Event()
 
     async def run() -> None:
         async with saver.batch("t4"):
-            await saver.aput_writes(_config("t4", root), [("messages", ["stored"])], "task-1")
+            await saver.aput_writes(thread_config("t4", root), [("messages", ["stored"])], "task-1")
             stored.set()
             await asyncio.Event().wait()
 
@@ -198,7 +172,7 @@ async def _thread_rows(conn: Any, thread: str) -> tuple[list[Any], list[Any]]:
 async def test_a_tool_turn_stores_the_same_thread_and_commits_its_writes_with_its_checkpoint(postgres_url: str) -> None:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-    dbs = {"batched": await _fresh_database(postgres_url), "plain": await _fresh_database(postgres_url)}
+    dbs = {"batched": await fresh_postgres_database(postgres_url, "batch"), "plain": await fresh_postgres_database(postgres_url, "batch")}
     turns = 4
     spent: dict[str, float] = {}
     async with AsyncPostgresSaver.from_conn_string(dbs["plain"]) as plain_saver, contextlib.AsyncExitStack() as stack:

@@ -15,11 +15,9 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
-from langgraph.checkpoint.base.id import uuid6
+from checkpoint_util import new_checkpoint, root_checkpoint, thread_config
 
 from agent.checkpoint import BatchedSqliteSaver, open_checkpointer
 
@@ -44,65 +42,47 @@ def _count(conn: sqlite3.Connection, table: str, thread: str) -> int:
     return int(conn.execute(f"SELECT count(*) FROM {table} WHERE thread_id = ?", (thread,)).fetchone()[0])
 
 
-def _config(thread: str, checkpoint_id: str | None = None) -> Any:
-    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
-    if checkpoint_id is not None:
-        conf["checkpoint_id"] = checkpoint_id
-    return {"configurable": conf}
 
-
-def _checkpoint(**values: Any) -> Checkpoint:
-    checkpoint = empty_checkpoint()
-    checkpoint["id"] = str(uuid6())
-    checkpoint["channel_values"] = dict(values)
-    checkpoint["channel_versions"] = dict.fromkeys(values, 1)
-    return checkpoint
-
-
-async def _root(saver: BatchedSqliteSaver, thread: str) -> str:
-    first = _checkpoint()
-    await saver.aput(_config(thread), first, {"source": "input", "step": -1}, {})
-    return first["id"]
 
 
 async def test_held_writes_become_visible_with_their_checkpoint_and_not_before(saver: BatchedSqliteSaver, other: sqlite3.Connection) -> None:
-    root = await _root(saver, "t1")
+    root = await root_checkpoint(saver, "t1")
     async with saver.batch("t1"):
-        await saver.aput_writes(_config("t1", root), [("messages", ["hello"]), ("note", "x")], "task-1")
+        await saver.aput_writes(thread_config("t1", root), [("messages", ["hello"]), ("note", "x")], "task-1")
         assert _count(other, "writes", "t1") == 0
-        step = _checkpoint(messages=["hello"])
-        await saver.aput(_config("t1", root), step, {"source": "loop", "step": 0}, {"messages": 1})
+        step = new_checkpoint(messages=["hello"])
+        await saver.aput(thread_config("t1", root), step, {"source": "loop", "step": 0}, {"messages": 1})
         assert _count(other, "writes", "t1") == 2 and _count(other, "checkpoints", "t1") == 2
-        await saver.aput_writes(_config("t1", step["id"]), [("__interrupt__", "ask")], "task-2")
+        await saver.aput_writes(thread_config("t1", step["id"]), [("__interrupt__", "ask")], "task-2")
         assert _count(other, "writes", "t1") == 2
     assert _count(other, "writes", "t1") == 3  # the batch's end commits what no checkpoint followed
 
 
 async def test_a_failed_checkpoint_leaves_neither_it_nor_its_writes(saver: BatchedSqliteSaver, other: sqlite3.Connection) -> None:
-    root = await _root(saver, "t2")
+    root = await root_checkpoint(saver, "t2")
     async with saver.batch("t2"):
-        await saver.aput_writes(_config("t2", root), [("messages", ["lost"])], "task-1")
+        await saver.aput_writes(thread_config("t2", root), [("messages", ["lost"])], "task-1")
         with pytest.raises(TypeError):  # the serializer refuses a lock
-            await saver.aput(_config("t2", root), _checkpoint(messages=threading.Lock()), {"source": "loop", "step": 0}, {"messages": 1})
+            await saver.aput(thread_config("t2", root), new_checkpoint(messages=threading.Lock()), {"source": "loop", "step": 0}, {"messages": 1})
     # Another thread's commit on the shared connection must not carry the rolled-back rows along.
-    await _root(saver, "t3")
+    await root_checkpoint(saver, "t3")
     assert _count(other, "writes", "t2") == 0 and _count(other, "checkpoints", "t2") == 1
     async with saver.batch("t2"):
-        await saver.aput_writes(_config("t2", root), [("messages", ["kept"])], "task-1")
-        await saver.aput(_config("t2", root), _checkpoint(), {"source": "loop", "step": 0}, {})
+        await saver.aput_writes(thread_config("t2", root), [("messages", ["kept"])], "task-1")
+        await saver.aput(thread_config("t2", root), new_checkpoint(), {"source": "loop", "step": 0}, {})
     assert _count(other, "writes", "t2") == 1 and _count(other, "checkpoints", "t2") == 2
 
 
 async def test_threads_on_one_connection_keep_their_own_held_rows(saver: BatchedSqliteSaver, other: sqlite3.Connection) -> None:
-    roots = {t: await _root(saver, t) for t in ("a", "b")}
+    roots = {t: await root_checkpoint(saver, t) for t in ("a", "b")}
 
     async def run(thread: str, fail: bool) -> None:
         async with saver.batch(thread):
             for i in range(20):
-                await saver.aput_writes(_config(thread, roots[thread]), [("messages", [f"{thread}{i}"])], f"task-{i}")
+                await saver.aput_writes(thread_config(thread, roots[thread]), [("messages", [f"{thread}{i}"])], f"task-{i}")
                 await asyncio.sleep(0)
             bad = threading.Lock() if fail else None
-            await saver.aput(_config(thread, roots[thread]), _checkpoint(messages=bad), {"source": "loop", "step": 0}, {"messages": 1})
+            await saver.aput(thread_config(thread, roots[thread]), new_checkpoint(messages=bad), {"source": "loop", "step": 0}, {"messages": 1})
 
     done = await asyncio.gather(run("a", fail=False), run("b", fail=True), return_exceptions=True)
     assert done[0] is None and isinstance(done[1], TypeError)
