@@ -7,10 +7,12 @@ This store keeps the same states as files in the user's cache folder, one per (m
 prefix tokens), and the cache loads one before it would evaluate the prefix.
 
 A state only stands in for evaluating its prefix if it was made the same way: the file names the
-model file (path, size, mtime), llama-cpp-python's version and the context settings that change
-llama.cpp's numbers (threads, batch sizes, KV types), and a state from any other context is never
-looked at. Each file carries its prefix tokens and a sha256 of its data; one that does not match,
-is cut short or is not ours is deleted, never loaded. Writes go to a temporary file renamed into
+model file (path, size, mtime), llama-cpp-python's version, the CPU features its library was
+compiled for (two builds of one version with other flags, say native and portable AVX2, compute
+slightly different numbers) and the context settings that change llama.cpp's numbers (threads,
+batch sizes, KV types), and a state from any other context is never looked at.
+Each file carries its prefix tokens and a sha256 of its data; one that does not match, is cut
+short or is not ours is deleted, never loaded. Writes go to a temporary file renamed into
 place, so readers and concurrent writers see whole files only. The folder is bounded by bytes,
 least recently used out first (a load touches its file).
 
@@ -60,6 +62,7 @@ def context_signature(llama: Any) -> str:
         "size": st.st_size,
         "mtime_ns": st.st_mtime_ns,
         "llama_cpp": llama_cpp.__version__,
+        "build": llama_build(),
         "n_threads": params.n_threads,
         "n_threads_batch": params.n_threads_batch,
         "n_batch": params.n_batch,
@@ -69,6 +72,19 @@ def context_signature(llama: Any) -> str:
         "flash_attn": getattr(params, "flash_attn_type", getattr(params, "flash_attn", None)),
     }
     return json.dumps(parts, sort_keys=True, default=str)
+
+
+def llama_build() -> str:
+    """The CPU features the llama.cpp library was compiled for ("" where llama-cpp-python does not say).
+
+    Not the library's mtime or hash: every install rebuilds it (with the same flags, and the build's
+    temporary paths inside), which would void every saved state at each install."""
+    import llama_cpp
+
+    try:
+        return str(llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip())
+    except Exception:  # an older or stripped build without the call
+        return ""
 
 
 @dataclass
