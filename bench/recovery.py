@@ -39,11 +39,15 @@ from scenarios.recovery.report import as_json, markdown, summarize_arm  # noqa: 
 from scenarios.runner import run_batch  # noqa: E402
 
 
-def arm_options(name: str, model, detector: str) -> RunOptions:  # noqa: ANN001
+def arm_options(name: str, model, detector: str, detector_file: Path | None = None) -> RunOptions:  # noqa: ANN001
     """Run options of one arm: the shared model and a fresh intervention per run."""
     if name not in intervention_names():
         raise UserFacingError(f"unknown intervention {name!r}; known: {', '.join(intervention_names())}")
-    options = {"detector": detector} if name in ("rein", "npi") else {}
+    options: dict[str, object] = {"detector": detector} if name in ("rein", "npi") else {}
+    if detector_file is not None and name in ("rein", "npi"):
+        if not detector_file.exists():
+            raise UserFacingError(f"detector file {detector_file} does not exist")
+        options["detector_file"] = str(detector_file)
 
     def build() -> list:
         made = load_intervention(name, **options)
@@ -76,10 +80,11 @@ async def run(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         result = await run_batch(
             scenarios,
-            arm_options(arm, model, args.detector),
+            arm_options(arm, model, args.detector, args.detector_file),
             out / arm,
             resume=args.resume,
-            config={"model": args.model, "intervention": arm, "detector": args.detector, "suite": str(args.suite)},
+            config={"model": args.model, "intervention": arm, "detector": args.detector, "suite": str(args.suite),
+                    "detector_file": str(args.detector_file or "")},
             progress=not args.no_progress,
         )
         summaries.append(summarize_arm(arm, result.records))
@@ -102,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ids", default=None, help="keep only these comma-separated scenario ids")
     parser.add_argument("--interventions", default="none,rein,npi", help="comma-separated arms (none, rein, npi, self-refine)")
     parser.add_argument("--detector", default="offline", choices=["offline", "llm"], help="inception module of rein and npi")
+    parser.add_argument("--detector-file", type=Path, default=None,
+                        help="the offline detector's classifier .npz for rein and npi (default: the shipped one)")
     parser.add_argument("--suite", type=Path, default=SUITE_PATH, help="suite file")
     parser.add_argument("--out", default="rein-results/recovery", help="output folder (one sub-folder per arm)")
     parser.add_argument("--resume", action="store_true", help="finish the batches in --out")

@@ -62,21 +62,30 @@ THRESHOLDS = [round(0.30 + 0.005 * i, 3) for i in range(140)]
 where a step of 0.01 often left a point of the 5% unused)."""
 SIMILARITY_BLOCKS = ("tools", "history", "types")
 """Cosines of the request to the agent's tools, to earlier turns and to the error types' descriptions."""
-CANDIDATES: list[tuple[tuple[str, ...], int, bool]] = [
-    (("user", "surface"), 0, False),
-    (("user", "agent", "surface"), 0, False),
-    (FEATURE_BLOCKS, 0, False),
-    (FEATURE_BLOCKS, 64, False),
-    ((*FEATURE_BLOCKS, *SIMILARITY_BLOCKS), 0, False),
-    (FEATURE_BLOCKS, 0, True),
-    ((*FEATURE_BLOCKS, *SIMILARITY_BLOCKS), 0, True),
-]
-"""(feature blocks, hidden units, two-stage) tried: the turn alone, the turn and the agent turn (the
-older detector's features), the (context, turn) pair features, linear and with one hidden layer,
-the pair features with the similarity cues, and both again as two-stage heads (a gate for error or
-not, then a type head fit on error rows only)."""
-L2 = 1e-4
 EPOCHS = 500
+"""Full-batch Adam steps of the shorter fits (the detector shipped until 2026-12-03 was one)."""
+LONG_EPOCHS = 3000
+"""Steps of the fits run to convergence: at 500 steps the linear head is still moving (its
+validation right-type rate rose from 0.45 to 0.51 between 500 and 3,000 steps), so both lengths
+are candidates and validation decides."""
+CANDIDATES: list[tuple[tuple[str, ...], int, bool, int]] = [
+    (("user", "surface"), 0, False, EPOCHS),
+    (("user", "agent", "surface"), 0, False, EPOCHS),
+    (FEATURE_BLOCKS, 0, False, EPOCHS),
+    (FEATURE_BLOCKS, 64, False, EPOCHS),
+    ((*FEATURE_BLOCKS, *SIMILARITY_BLOCKS), 0, False, EPOCHS),
+    (FEATURE_BLOCKS, 0, True, EPOCHS),
+    ((*FEATURE_BLOCKS, *SIMILARITY_BLOCKS), 0, True, EPOCHS),
+    (FEATURE_BLOCKS, 0, False, LONG_EPOCHS),
+    ((*FEATURE_BLOCKS, *SIMILARITY_BLOCKS), 0, False, LONG_EPOCHS),
+    ((*FEATURE_BLOCKS, *SIMILARITY_BLOCKS), 64, False, LONG_EPOCHS),
+]
+"""(feature blocks, hidden units, two-stage, Adam steps) tried: the turn alone, the turn and the
+agent turn (the older detector's features), the (context, turn) pair features, linear and with one
+hidden layer, the pair features with the similarity cues, both of the last again as two-stage
+heads (a gate for error or not, then a type head fit on error rows only), and the linear and
+hidden-layer heads again, run to convergence."""
+L2 = 1e-4
 ENCODER_CANDIDATES: list[int] = [2, 1]
 """Top MiniLM layers fine-tuned by the pair-encoder candidates."""
 ENCODER_EPOCHS = 5
@@ -188,11 +197,12 @@ def train(data_root: Path, dataset: Path, out: Path, seed: int, rebuild: bool, e
                                "val_false_activations": round(rep.false_activation_rate, 4)})
         models.append(model)
 
-    for blocks, hidden, two_stage in CANDIDATES:
+    for blocks, hidden, two_stage, epochs in CANDIDATES:
         cols = _columns(blocks)
-        cfg = ClassifierTrainConfig(hidden=hidden, l2=L2, epochs=EPOCHS, seed=seed)
+        cfg = ClassifierTrainConfig(hidden=hidden, l2=L2, epochs=epochs, seed=seed)
         fitted = (train_two_stage if two_stage else train_classifier)(x_fit[:, cols], y_fit, names, cfg)
-        judge({"features": list(blocks), "hidden": hidden, "two_stage": two_stage}, fitted.predict_proba(x_val[:, cols]), fitted)
+        judge({"features": list(blocks), "hidden": hidden, "two_stage": two_stage, "epochs": epochs},
+              fitted.predict_proba(x_val[:, cols]), fitted)
     # Rows without a request are never flagged (p_error 0), so the encoders skip them on validation.
     asked = [i for i, r in enumerate(val_rows) if request_part(r.text)]
     cache: dict[int, list[object]] = {}
