@@ -8,6 +8,7 @@ calls on controls, and the tokens a run used. Runs cut short by infrastructure (
 user simulator failed) are counted apart and left out of every rate.
 
     python -m scenarios.recovery.report none=runs/none/results.json rein=runs/rein/results.json
+    python -m scenarios.recovery.report rein=runs/rein/results.json --failures   # and why each failed run failed
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ from scenarios.recovery.build import (
     CONTROL,
     ERROR_ORDER,
     POSITIONS,
+    RECOVERY_TOOL_NAMES,
     SEEN,
     UNSEEN,
     position_of,
     split_of,
 )
-
-RECOVERY_TOOLS = ("report_internal_error", "transfer_to_human_agents")
+from scenarios.recovery.failures import failures, failures_markdown
 
 
 @dataclass
@@ -164,7 +165,7 @@ def summarize_arm(name: str, records: list[dict[str, Any]]) -> ArmSummary:
             _rate(arm.success, CONTROL).add(ok)
             _rate(arm.db_intact, CONTROL).add(db_ok)
             arm.false_activation.add(fired)
-            arm.false_recovery.add(any(c in RECOVERY_TOOLS for c in called))
+            arm.false_recovery.add(any(c in RECOVERY_TOOL_NAMES for c in called))
             continue
         fired, record = _activated(t, name, _error_turn(t))
         position = position_of(tags)
@@ -260,18 +261,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scenarios.recovery.report", description=__doc__.split("\n")[0])
     parser.add_argument("arms", nargs="+", metavar="NAME=RESULTS", help="intervention name = results.json (or runs.jsonl)")
     parser.add_argument("--json", type=Path, default=None, help="also write the comparison as JSON here")
+    parser.add_argument("--failures", action="store_true",
+                        help="also list each failed run with its cause (scenarios/recovery/failures.py)")
     args = parser.parse_args(argv)
     try:
-        arms = []
+        loaded = {}
         for item in args.arms:
             name, sep, path = item.partition("=")
             if not sep or not name or not path:
                 raise UserFacingError(f"expected NAME=RESULTS, got {item!r}")
-            arms.append(summarize_arm(name, load_runs(path)))
+            loaded[name] = load_runs(path)
     except UserFacingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    arms = [summarize_arm(name, records) for name, records in loaded.items()]
     print(markdown(arms))
+    if args.failures:
+        print("\n" + failures_markdown({name: failures(records) for name, records in loaded.items()}))
     if args.json:
         args.json.write_text(json.dumps(as_json(arms), indent=1) + "\n", encoding="utf-8")
     return 0

@@ -118,6 +118,9 @@ def test_report_cli_reads_results_and_rejects_bad_input(tmp_path: Path, capsys: 
     good.write_text(json.dumps({"runs": []}), encoding="utf-8")
     assert report_main([f"none={good}", "--json", str(tmp_path / "c.json")]) == 0
     assert json.loads((tmp_path / "c.json").read_text())["none"]["runs"] == 0
+    capsys.readouterr()
+    assert report_main([f"none={good}", "--failures"]) == 0
+    assert "Why runs failed" in capsys.readouterr().out
 
 
 def test_bench_smoke_run(tmp_path: Path) -> None:
@@ -137,3 +140,47 @@ def test_bench_smoke_run(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, cwd=tmp_path,
     )
     assert bad.returncode == 2 and "unknown intervention" in bad.stderr
+
+
+def always(kind: str):  # noqa: ANN201
+    """An LLM inception module that gives every turn the same verdict."""
+    return lambda request: json.dumps({"error_type": kind, "rationale": "test"})
+
+
+def silent_agent(request: ModelRequest) -> ModelResponse:
+    return reply("Sure, let me look into that.")
+
+
+def transferring_agent(request: ModelRequest) -> ModelResponse:
+    """Hands every turn to a human (the wrong recovery for an ambiguous request)."""
+    if request.messages[-1].role == "tool":
+        return reply("You are being transferred.")
+    return call("transfer_to_human_agents", summary="handing over")
+
+
+async def test_failures_name_the_first_cause_that_applies(tmp_path: Path) -> None:
+    from scenarios.recovery.failures import failures, failures_markdown
+
+    suite = [s for s in load_scenarios(SUITE_PATH) if s.domain == "retail"]
+    contradiction = next(s for s in suite if s.error_types() == ["contradiction"])
+    control = next(s for s in suite if not s.errors)
+    arms = {
+        "blind": (silent_agent, always("none")),            # never fires
+        "ignored": (silent_agent, contradiction_spotter),   # fires right, the agent answers in text
+        "mistyped": (plan_following_agent, always("unsupported_domain")),  # plans transfer, also on the control
+        "none": (transferring_agent, None),                 # recovers by itself, with the wrong tool
+    }
+    causes = {}
+    for name, (agent_fn, spotter) in arms.items():
+        def interventions(spotter=spotter) -> list:  # noqa: ANN001
+            return [ReInIntervention(detector="llm", model=FunctionModel(spotter))] if spotter else []
+
+        result = await run_batch([contradiction, control], RunOptions(model=FunctionModel(agent_fn), interventions=interventions),
+                                 tmp_path / name, progress=False)
+        causes[name] = {f.scenario_id: f.cause for f in failures(result.records)}
+    assert causes["blind"] == {contradiction.id: "not_activated"}
+    assert causes["ignored"] == {contradiction.id: "plan_not_followed"}
+    assert causes["mistyped"] == {contradiction.id: "wrong_plan", control.id: "planted_recovery"}
+    assert causes["none"] == {contradiction.id: "other_recovery_first", control.id: "recovery_call"}
+    table = failures_markdown({"none": failures(result.records)})
+    assert "| other_recovery_first | 1 |" in table and f"- {control.id}: **recovery_call**" in table
