@@ -43,11 +43,13 @@ def arm_options(name: str, model, detector: str, detector_file: Path | None = No
     """Run options of one arm: the shared model and a fresh intervention per run."""
     if name not in intervention_names():
         raise UserFacingError(f"unknown intervention {name!r}; known: {', '.join(intervention_names())}")
-    options: dict[str, object] = {"detector": detector} if name in ("rein", "npi") else {}
-    if detector_file is not None and name in ("rein", "npi"):
-        if not detector_file.exists():
-            raise UserFacingError(f"detector file {detector_file} does not exist")
-        options["detector_file"] = str(detector_file)
+    options: dict[str, object] = {}
+    if name in ("rein", "npi"):  # the arms that diagnose turns
+        options["detector"] = detector
+        if detector_file is not None:
+            if not detector_file.exists():
+                raise UserFacingError(f"detector file {detector_file} does not exist")
+            options["detector_file"] = str(detector_file)
 
     def build() -> list:
         made = load_intervention(name, **options)

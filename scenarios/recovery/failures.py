@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from scenarios.metrics import is_infrastructure_error
 from scenarios.recovery.build import RECOVERY_TOOL_NAMES
 
 CAUSES = (
@@ -66,6 +67,12 @@ def _recovery_calls(trajectory: dict[str, Any]) -> list[tuple[int, str]]:
     ]
 
 
+def error_turn(trajectory: dict[str, Any]) -> int | None:
+    """The user turn the (first) error was injected at; None for a control."""
+    injected = trajectory.get("injected_errors") or []
+    return int(injected[0].get("turn", 0)) if injected else None
+
+
 def _plants(trajectory: dict[str, Any]) -> list[dict[str, Any]]:
     return [r for r in trajectory.get("interventions", []) if r.get("activated")]
 
@@ -80,7 +87,6 @@ def diagnoses(records: list[dict[str, Any]]) -> bool:
 def failure_of(record: dict[str, Any], diagnosed: bool) -> FailedRun | None:
     """The cause of a failed, graded run; None for a run that passed or was not graded.
     diagnosed: whether the arm's intervention diagnoses turns (diagnoses())."""
-    from scenarios.metrics import is_infrastructure_error
     from scenarios.users.error_types import ERROR_TYPES
 
     if record.get("success") or is_infrastructure_error(record) or "recovery" not in record.get("tags", []):
@@ -100,8 +106,7 @@ def failure_of(record: dict[str, Any], diagnosed: bool) -> FailedRun | None:
         return FailedRun(sid, "db_mismatch" if not db_ok else "other", said)
     etype = types[0]
     expected = ERROR_TYPES[etype].recovery_tool
-    injected = t.get("injected_errors") or [{}]
-    turn = int(injected[0].get("turn", 0))
+    turn = error_turn(t) or 0
     plan = next((r for r in _plants(t) if r.get("turn") == turn), None)
     planned = f"planted {plan.get('error_type')} -> {plan.get('recovery_tool')}" if plan else "no plan"
     detail = f"{etype} at turn {turn}; {planned}; {said}"

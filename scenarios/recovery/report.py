@@ -34,7 +34,7 @@ from scenarios.recovery.build import (
     position_of,
     split_of,
 )
-from scenarios.recovery.failures import failures, failures_markdown
+from scenarios.recovery.failures import error_turn, failures, failures_markdown
 
 
 @dataclass
@@ -112,12 +112,6 @@ def _rate(table: dict[str, Rate], key: str) -> Rate:
     return table.setdefault(key, Rate())
 
 
-def _error_turn(trajectory: dict[str, Any]) -> int | None:
-    """The user turn the (first) error was injected at; None for a control."""
-    injected = trajectory.get("injected_errors") or []
-    return int(injected[0].get("turn", 0)) if injected else None
-
-
 def _activated(trajectory: dict[str, Any], name: str, turn: int | None) -> tuple[bool, dict[str, Any] | None]:
     """Whether the intervention fired on the given user turn (any turn when None), and its record."""
     for rec in trajectory.get("interventions", []):
@@ -167,7 +161,7 @@ def summarize_arm(name: str, records: list[dict[str, Any]]) -> ArmSummary:
             arm.false_activation.add(fired)
             arm.false_recovery.add(any(c in RECOVERY_TOOL_NAMES for c in called))
             continue
-        fired, record = _activated(t, name, _error_turn(t))
+        fired, record = _activated(t, name, error_turn(t))
         position = position_of(tags)
         if position is not None:
             _rate(arm.success, f"position:{position}").add(ok)

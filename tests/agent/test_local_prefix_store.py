@@ -111,8 +111,8 @@ def test_the_environment_chooses_the_folder_the_bound_or_off(tmp_path: Path, mon
     store = PrefixStore.from_env(FakeLlama())
     assert store is not None and store.root == tmp_path / "cache" / "prefix-states"
     assert '"n_threads": 2' in store.signature and "m.gguf" in store.signature
-    # The build's library and CPU features are part of it: a state from a native build never
-    # stands in for the portable one.
+    # The CPU features llama.cpp was compiled for are part of it: a state from a native build
+    # never stands in for the portable one.
     assert "CPU" in store.signature
     monkeypatch.setenv("REIN_PREFIX_STORE", str(tmp_path / "elsewhere"))
     monkeypatch.setenv("REIN_PREFIX_STORE_MAX_BYTES", "1000")
