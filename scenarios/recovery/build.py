@@ -47,6 +47,8 @@ RECOVERY_TOOL_NAMES = ("report_internal_error", "transfer_to_human_agents")
 """The recovery tools a control forbids."""
 SUITE_PATH = Path(__file__).resolve().parent / "suite.yaml"
 """The suite as shipped (regenerate with python -m scenarios.recovery.build)."""
+DEV_PATH = Path(__file__).resolve().parent / "dev.yaml"
+"""The development suite on tau2 train tasks (python -m scenarios.recovery.build --split train)."""
 CONTROL = "control"
 AGENT_TOOLS = ["builtin"]
 """Toolkits added to the domain's: the think tool, which carries ReIn's plan (same for every arm)."""
@@ -96,13 +98,13 @@ def _request(task_scenario: Scenario) -> str:
     return " ".join(sentences[:2])
 
 
-def _task_scenarios(domain: str) -> tuple[list[Scenario], set[str]]:
+def _task_scenarios(domain: str, split: str = "test") -> tuple[list[Scenario], set[str]]:
     from scenarios.domains.data import splits_path, tasks_path
     from scenarios.loading import load_scenarios
 
     scenarios = load_scenarios(tasks_path(domain), domain=domain)
-    test = set(json.loads(splits_path(domain).read_text(encoding="utf-8")).get("test", []))
-    return scenarios, test
+    chosen = set(json.loads(splits_path(domain).read_text(encoding="utf-8")).get(split, []))
+    return scenarios, chosen
 
 
 def _suitable(s: Scenario) -> bool:
@@ -176,25 +178,31 @@ def build_recovery_suite(
     controls: int = 2,
     seed: int = 0,
     step_limit: int = 4,
+    split: str = "test",
+    clarify: int = 1,
 ) -> list[Scenario]:
     """The suite: per domain, per_type error scenarios of each error type at each position,
-    `controls` controls per position, and the clarify-then-act dialogues; interleaved by kind."""
+    `controls` controls per position, and `clarify` clarify-then-act dialogues per clarify type;
+    interleaved by kind. Tasks come from tau2's `split` ("test" for the suite; "train" builds a
+    development suite on other tasks, for changes that must not be tuned on the suite itself)."""
     from scenarios.domains import load_domain
     from scenarios.users.error_templates import template_turn
 
-    if per_type < 0 or controls < 0 or step_limit < 1:
-        raise ValueError("per_type and controls must be >= 0 and step_limit >= 1")
+    if per_type < 0 or controls < 0 or clarify < 0 or step_limit < 1:
+        raise ValueError("per_type, controls and clarify must be >= 0 and step_limit >= 1")
+    if split not in ("test", "train"):
+        raise ValueError(f"split must be 'test' or 'train', not {split!r}")
     rng = random.Random(seed)
     groups: dict[str, list[Scenario]] = {t: [] for t in [*ERROR_ORDER, CONTROL, CLARIFY]}
     for domain in domains:
         env = load_domain(domain)
         db = env.db
         writes = [t for t in env.tool_names() if env.is_mutating(t)]
-        tasks, test = _task_scenarios(domain)
-        pool = [s for s in tasks if s.id in test and _suitable(s)]
+        tasks, chosen = _task_scenarios(domain, split)
+        pool = [s for s in tasks if s.id in chosen and _suitable(s)]
         rng.shuffle(pool)
         if not pool:
-            raise ValueError(f"no suitable test tasks in the {domain} domain")
+            raise ValueError(f"no suitable {split} tasks in the {domain} domain")
         drawn = iter(pool * (2 + len(POSITIONS) * (len(ERROR_ORDER) * per_type + controls)))
         for position in POSITIONS:
             for error_type in ERROR_ORDER:
@@ -208,9 +216,12 @@ def build_recovery_suite(
             for _ in range(controls):
                 task, _ctx, dialogue = _pick(drawn, domain, db, writes, position)
                 groups[CONTROL].append(_control_scenario(domain, task, position, dialogue, _request(task), step_limit))
-        groups[CLARIFY] += _clarify_scenarios(domain, db, tasks, test, writes, rng, step_limit)
+        groups[CLARIFY] += _clarify_scenarios(domain, db, tasks, chosen, writes, rng, step_limit, clarify)
     out: list[Scenario] = []
     ids: set[str] = set()
+    if split != "test":  # a development scenario says so in its tags
+        for s in (s for g in groups.values() for s in g):
+            s.tags.append(f"tasks:{split}")
     longest = max(len(g) for g in groups.values())
     for i in range(longest):  # interleaved, so the first N scenarios cover many kinds
         for g in groups.values():
@@ -305,10 +316,18 @@ def _control_scenario(domain: str, task: Scenario, position: str, d: _Dialogue, 
 
 
 def _clarify_scenarios(
-    domain: str, db: dict[str, Any], tasks: list[Scenario], test: set[str], writes: list[str], rng: random.Random, step_limit: int
+    domain: str,
+    db: dict[str, Any],
+    tasks: list[Scenario],
+    chosen: set[str],
+    writes: list[str],
+    rng: random.Random,
+    step_limit: int,
+    per_type: int = 1,
 ) -> list[Scenario]:
     """Ask, then act: an ambiguous opening, the user's clarified request, a confirmation, and the
-    one write of a tau2 test task whose gold actions cancel an order or a reservation."""
+    one write of a chosen task whose gold actions cancel an order or a reservation (per_type
+    dialogues per clarify type, each on its own task where there are enough)."""
     from scenarios.users.error_templates import build_context, template_turn
 
     cancel = "cancel_reservation" if domain == "airline" else "cancel_pending_order"
@@ -316,11 +335,11 @@ def _clarify_scenarios(
     fits = []
     for s in tasks:
         made = [a for a in (s.evaluation.actions if s.evaluation else None) or [] if a.name in writes]
-        if s.id in test and _suitable(s) and len(made) == 1 and made[0].name == cancel:
+        if s.id in chosen and _suitable(s) and len(made) == 1 and made[0].name == cancel:
             fits.append((s, made[0].model_dump()))
     if domain == "retail":  # also: a test task's user with several orders, one of them pending
         for s in tasks:
-            uid = _task_user(s, db, build_context(s, db, writes).user_id) if s.id in test and _suitable(s) else None
+            uid = _task_user(s, db, build_context(s, db, writes).user_id) if s.id in chosen and _suitable(s) else None
             orders = db["users"][uid]["orders"] if uid else []
             pending = [o for o in orders if db["orders"][o]["status"] == "pending"]
             if len(orders) >= 2 and pending:
@@ -336,39 +355,41 @@ def _clarify_scenarios(
             text, template = template_turn(error_type, ctx, rng)
             if uid is not None and template not in _generic(error_type):
                 options.append((task, action, uid, text, template))
-        if not options:
-            continue
-        task, action, uid, text, template = options[0]
-        record = str(action["arguments"][key])
-        _ask, read, answer = _read(domain, db, record)
-        if domain == "airline":
-            clarified, which = f"I mean reservation {record}. Please cancel the whole reservation.", "reservation"
-        else:
-            clarified, which = f"I mean order {record}. Please cancel it; the reason is: {action['arguments']['reason']}.", "order"
-        doc = _base(domain, task, error_type, "opening", step_limit)
-        doc["id"] = f"recovery-{domain}-clarify-{error_type}-{task.id}"
-        doc["tags"].append(CLARIFY)
-        doc["description"] = (
-            f"tau2 {domain} task {task.id} opened with a {error_type.replace('_', ' ')} (template: {template}); the agent "
-            f"must first call report_internal_error and ask, then act on the clarified request ({cancel}) once the user confirms."
-        )
-        doc["agent"]["script"] = [
-            *_identify_steps(domain, db, uid),
-            _step("report_internal_error", summary=f"The user's request is a {error_type.replace('_', ' ')}."),
-            {"say": f"Which {which} do you mean, and what exactly should I do with it?"},
-            read,
-            {"say": f"{answer} Shall I cancel it? Please answer yes to confirm."},
-            _step(cancel, **action["arguments"]),
-            {"say": f"Done: {which} {record} is cancelled."},
-        ]
-        doc["user"] = {"turns": [clarified, "Yes, please go ahead."]}
-        doc["errors"] = [{"type": error_type, "turn": 0, "text": f"{_identity(domain, db, uid)} {text}"}]
-        doc["evaluation"] = {
-            "actions": [{"action_id": "write", "name": cancel, "arguments": action["arguments"]}],
-            "reward_basis": ["DB"],
-            "required_recovery": [{"name": "report_internal_error", "after_turn": 0, "must_be_first": True}],
-        }
-        out.append(Scenario.model_validate(doc))
+        picked: dict[str, tuple[Scenario, dict[str, Any], str, str, str]] = {}
+        for option in options:
+            if len(picked) < per_type:
+                picked.setdefault(option[0].id, option)
+        for task, action, uid, text, template in picked.values():
+            record = str(action["arguments"][key])
+            _ask, read, answer = _read(domain, db, record)
+            if domain == "airline":
+                clarified, which = f"I mean reservation {record}. Please cancel the whole reservation.", "reservation"
+            else:
+                clarified, which = f"I mean order {record}. Please cancel it; the reason is: {action['arguments']['reason']}.", "order"
+            doc = _base(domain, task, error_type, "opening", step_limit)
+            doc["id"] = f"recovery-{domain}-clarify-{error_type}-{task.id}"
+            doc["tags"].append(CLARIFY)
+            doc["description"] = (
+                f"tau2 {domain} task {task.id} opened with a {error_type.replace('_', ' ')} (template: {template}); the agent "
+                f"must first call report_internal_error and ask, then act on the clarified request ({cancel}) once the user confirms."
+            )
+            doc["agent"]["script"] = [
+                *_identify_steps(domain, db, uid),
+                _step("report_internal_error", summary=f"The user's request is a {error_type.replace('_', ' ')}."),
+                {"say": f"Which {which} do you mean, and what exactly should I do with it?"},
+                read,
+                {"say": f"{answer} Shall I cancel it? Please answer yes to confirm."},
+                _step(cancel, **action["arguments"]),
+                {"say": f"Done: {which} {record} is cancelled."},
+            ]
+            doc["user"] = {"turns": [clarified, "Yes, please go ahead."]}
+            doc["errors"] = [{"type": error_type, "turn": 0, "text": f"{_identity(domain, db, uid)} {text}"}]
+            doc["evaluation"] = {
+                "actions": [{"action_id": "write", "name": cancel, "arguments": action["arguments"]}],
+                "reward_basis": ["DB"],
+                "required_recovery": [{"name": "report_internal_error", "after_turn": 0, "must_be_first": True}],
+            }
+            out.append(Scenario.model_validate(doc))
     return out
 
 
@@ -386,16 +407,21 @@ def suite_yaml(scenarios: list[Scenario]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scenarios.recovery.build", description="Write the error-recovery suite.")
-    parser.add_argument("--out", type=Path, default=SUITE_PATH)
+    parser.add_argument("--out", type=Path, help=f"default: {SUITE_PATH} (test tasks), {DEV_PATH} (train tasks)")
+    parser.add_argument("--split", choices=("test", "train"), default="test",
+                        help="tau2 task split to draw from; train builds the development suite")
+    parser.add_argument("--clarify", type=int, default=1, help="clarify-then-act dialogues per clarify type and domain")
     parser.add_argument("--domains", default="retail,airline")
     parser.add_argument("--per-type", type=int, default=1, help="scenarios per error type, position and domain")
     parser.add_argument("--controls", type=int, default=2, help="error-free scenarios per position and domain")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    scenarios = build_recovery_suite(tuple(d for d in args.domains.split(",") if d), args.per_type, args.controls, args.seed)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(suite_yaml(scenarios), encoding="utf-8")
-    print(f"{len(scenarios)} scenarios -> {args.out}")
+    domains = tuple(d for d in args.domains.split(",") if d)
+    scenarios = build_recovery_suite(domains, args.per_type, args.controls, args.seed, split=args.split, clarify=args.clarify)
+    out = args.out or (SUITE_PATH if args.split == "test" else DEV_PATH)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(suite_yaml(scenarios), encoding="utf-8")
+    print(f"{len(scenarios)} scenarios -> {out}")
     return 0
 
 

@@ -16,12 +16,15 @@ from scenarios.loading import load_scenarios
 from scenarios.orchestrator import RunOptions, run_scenario, script_model
 from scenarios.recovery.build import (
     CLARIFY,
+    DEV_PATH,
     ERROR_ORDER,
     POSITIONS,
     SEEN,
     SUITE_PATH,
     UNSEEN,
+    build_recovery_suite,
     position_of,
+    suite_yaml,
 )
 from scenarios.scenario import Scenario, ScriptedUserConfig
 
@@ -114,3 +117,26 @@ async def test_recovering_on_the_clean_turn_fails_the_later_positions(suite: lis
 def test_every_user_turn_says_something(suite: list[Scenario]) -> None:
     for s in suite:
         assert all(t.say.strip() for t in scripted_user(s).turns), s.id
+
+
+def task_of(s: Scenario) -> tuple[str, str]:
+    return s.domain or "", next(t for t in s.tags if t.startswith("task:"))
+
+
+async def test_dev_suite_is_generated_on_other_tasks_and_solvable(suite: list[Scenario]) -> None:
+    """The development suite (tau2 train tasks) is what the builder writes, shares no task with
+    the suite, holds every kind, and its gold scripts solve it."""
+    assert DEV_PATH.read_text(encoding="utf-8") == suite_yaml(build_recovery_suite(split="train", clarify=4))
+    dev = load_scenarios(DEV_PATH)
+    assert not {task_of(s) for s in dev} & {task_of(s) for s in suite}
+    assert all("tasks:train" in s.tags for s in dev) and not any("tasks:train" in s.tags for s in suite)
+    assert {kind(s) for s in dev} == {*ERROR_ORDER, "control"}
+    assert len([s for s in dev if CLARIFY in s.tags]) >= 4
+    for s in dev:
+        episode = await run_scenario(s, RunOptions(model=script_model))
+        assert (await evaluate(s, episode)).success, s.id
+
+
+def test_builder_refuses_an_unknown_split() -> None:
+    with pytest.raises(ValueError, match="split"):
+        build_recovery_suite(split="validation")
