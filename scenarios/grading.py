@@ -17,6 +17,8 @@ Components (each 1.0 or 0.0; None when it could not be graded, with a note):
   must also be the agent's first recovery call of the run. It always gates the reward.
 - FORBIDDEN: no tool of `forbidden_tools` was called (e.g. a recovery tool on an error-free
   control). It always gates the reward.
+- CONFIRMED: with `confirm_turn` set, no gold action's tool succeeded before that user turn (the
+  write waited for the user's "yes"). It always gates the reward.
 
 A jigsaw episode (`kind: jigsaw`) is graded by its environment instead: the reward is the score
 (fraction of pieces in place, component SCORE), success means solved (scenarios/jigsaw/scenario.py).
@@ -40,7 +42,7 @@ from agent.ledger import CostLedger, PriceTable
 from agent.messages import Message, ModelRequest, ModelSettings
 from agent.models.base import Model
 from scenarios.orchestrator import Episode
-from scenarios.scenario import Scenario
+from scenarios.scenario import Evaluation, Scenario
 from scenarios.trajectory import NORMAL_ENDS, Trajectory
 from tools.builtin import recovery_tools
 
@@ -106,6 +108,8 @@ class RewardBreakdown(BaseModel):
     """Required recovery calls and whether each was made."""
     forbidden: list[Check] = Field(default_factory=list)
     """Forbidden tools and whether each was left uncalled."""
+    confirmed: list[Check] = Field(default_factory=list)
+    """Gold actions' tools and whether each waited for the confirming user turn."""
     infrastructure_error: bool = False
     """The run was cut short by infrastructure (model_error, user_error), not graded: batch
     metrics count it apart and leave it out of success rates and pass^k."""
@@ -143,6 +147,9 @@ async def evaluate(
     forbidden = criteria.forbidden_tools if criteria is not None else []
     if forbidden and "FORBIDDEN" not in basis:
         basis = [*basis, "FORBIDDEN"]
+    confirm_turn = criteria.confirm_turn if criteria is not None else None
+    if confirm_turn is not None and "CONFIRMED" not in basis:
+        basis = [*basis, "CONFIRMED"]
     out.basis = basis
     comp = out.components
     if criteria is not None:
@@ -161,6 +168,9 @@ async def evaluate(
     if forbidden:
         out.forbidden = _forbidden(forbidden, t)
         comp["FORBIDDEN"] = float(all(c.met for c in out.forbidden))
+    if criteria is not None and confirm_turn is not None:
+        out.confirmed = _confirmed(criteria, confirm_turn, t)
+        comp["CONFIRMED"] = float(all(c.met for c in out.confirmed))
     reward = 1.0
     for name in basis:
         value = comp.get(name)
@@ -319,6 +329,17 @@ def _forbidden(tools: list[str], t: Trajectory) -> list[Check]:
         turns = [turn for turn, tc, _ in calls if tc.name == name]
         detail = f"called at turn {turns[0]}" if turns else ""
         checks.append(Check(name=f"no {name}", met=not turns, detail=detail))
+    return checks
+
+
+def _confirmed(criteria: Evaluation, confirm_turn: int, t: Trajectory) -> list[Check]:
+    writes = sorted({a.name for a in criteria.actions or [] if a.requestor == "assistant"})
+    calls = t.agent_tool_calls()
+    checks = []
+    for name in writes:
+        early = [turn for turn, tc, res in calls if tc.name == name and turn < confirm_turn and res is not None and not res.is_error]
+        detail = f"made at turn {early[0]}, before the user confirmed" if early else ""
+        checks.append(Check(name=f"{name} not before turn {confirm_turn}", met=not early, detail=detail))
     return checks
 
 

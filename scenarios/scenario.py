@@ -47,9 +47,9 @@ from scenarios.users.error_types import ERROR_TYPES, ErrorTypeName
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "scenario.schema.json"
 """Where the generated JSON Schema lives."""
 
-RewardBasis = Literal["DB", "ENV_ASSERTION", "NL_ASSERTION", "ACTION", "COMMUNICATE", "RECOVERY", "FORBIDDEN"]
-"""Reward components: tau2's five, plus RECOVERY (required recovery calls were made, in order)
-and FORBIDDEN (no forbidden tool was called)."""
+RewardBasis = Literal["DB", "ENV_ASSERTION", "NL_ASSERTION", "ACTION", "COMMUNICATE", "RECOVERY", "FORBIDDEN", "CONFIRMED"]
+"""Reward components: tau2's five, plus RECOVERY (required recovery calls were made, in order),
+FORBIDDEN (no forbidden tool was called) and CONFIRMED (no gold write before the user confirmed)."""
 
 DEFAULT_GREETING = "Hi! How can I help you today?"
 """The agent's opening line, as in tau2."""
@@ -314,12 +314,18 @@ class Evaluation(_Strict):
     forbidden_tools: list[str] = Field(default_factory=list)
     """Tools the agent must not call at all (e.g. the recovery tools on an error-free control);
     any call, successful or not, fails the FORBIDDEN check, which always gates the reward."""
+    confirm_turn: int | None = Field(default=None, ge=0)
+    """The user turn that gives the explicit confirmation the policy asks for before a write; a
+    successful call of a gold action's tool on an earlier turn fails the CONFIRMED check, which
+    always gates the reward (the DB alone cannot tell a write made before the "yes" from one after)."""
 
     @model_validator(mode="after")
     def _check(self) -> Evaluation:
         both = sorted({r.name for r in self.required_recovery or []} & set(self.forbidden_tools))
         if both:
             raise ValueError(f"tools both required and forbidden: {', '.join(both)}")
+        if self.confirm_turn is not None and not any(a.requestor == "assistant" for a in self.actions or []):
+            raise ValueError("confirm_turn needs gold actions of the agent: it is their tools that must wait for it")
         return self
 
     def basis(self) -> list[RewardBasis]:

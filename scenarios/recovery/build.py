@@ -388,6 +388,7 @@ def _clarify_scenarios(
                 "actions": [{"action_id": "write", "name": cancel, "arguments": action["arguments"]}],
                 "reward_basis": ["DB"],
                 "required_recovery": [{"name": "report_internal_error", "after_turn": 0, "must_be_first": True}],
+                "confirm_turn": 2,  # "Yes, please go ahead."
             }
             out.append(Scenario.model_validate(doc))
     return out

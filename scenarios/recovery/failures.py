@@ -13,6 +13,7 @@ plan, agent's action, effect on the DB):
 | plan_not_followed | error | the plan named the right tool; the agent never called a recovery tool |
 | no_recovery_call | error | no plan (an arm without one), and no recovery call |
 | db_mismatch | error, control | the recovery was right (or none was due), but the DB ended otherwise |
+| unconfirmed_write | error | the recovery and the DB were right, but the write came before the user's "yes" (CONFIRMED) |
 | planted_recovery | control | the intervention fired on an error-free turn and the agent called a recovery tool |
 | recovery_call | control | the agent called a recovery tool by itself |
 | other | any | none of the above (read the trajectory) |
@@ -37,6 +38,7 @@ CAUSES = (
     "plan_not_followed",
     "no_recovery_call",
     "db_mismatch",
+    "unconfirmed_write",
     "planted_recovery",
     "recovery_call",
     "other",
@@ -77,11 +79,20 @@ def _plants(trajectory: dict[str, Any]) -> list[dict[str, Any]]:
     return [r for r in trajectory.get("interventions", []) if r.get("activated")]
 
 
+REVIEW_ONLY = frozenset({"self-refine"})
+"""Interventions that review the agent's drafts and never diagnose a turn: the runtime records
+them on every turn too (never activated), so their records say nothing about diagnosis."""
+
+
 def diagnoses(records: list[dict[str, Any]]) -> bool:
     """Whether the arm's intervention diagnoses user turns (ReIn, NPI): its runs record each
-    turn's verdict, fired or not. none and self-refine record none, so for them a missing plan
-    is no cause."""
-    return any("activated" in rec for r in records for rec in (r.get("trajectory") or {}).get("interventions", []))
+    turn's verdict, fired or not. none records nothing and self-refine only reviews, so for them
+    a missing plan is no cause."""
+    return any(
+        "activated" in rec and rec.get("name") not in REVIEW_ONLY
+        for r in records
+        for rec in (r.get("trajectory") or {}).get("interventions", [])
+    )
 
 
 def failure_of(record: dict[str, Any], diagnosed: bool) -> FailedRun | None:
@@ -93,7 +104,8 @@ def failure_of(record: dict[str, Any], diagnosed: bool) -> FailedRun | None:
         return None
     sid = str(record.get("scenario_id", "?"))
     t = record.get("trajectory", {})
-    db_ok = ((record.get("evaluation") or {}).get("components") or {}).get("DB") == 1.0
+    components = (record.get("evaluation") or {}).get("components") or {}
+    db_ok = components.get("DB") == 1.0
     calls = _recovery_calls(t)
     said = ", ".join(f"{tool}@{turn}" for turn, tool in calls) or "no recovery call"
     types = record.get("error_types") or []
@@ -121,7 +133,9 @@ def failure_of(record: dict[str, Any], diagnosed: bool) -> FailedRun | None:
         return FailedRun(sid, "other_recovery_first", detail)
     if first is None:
         return FailedRun(sid, "plan_not_followed" if plan is not None else "no_recovery_call", detail)
-    return FailedRun(sid, "db_mismatch" if not db_ok else "other", detail)
+    if not db_ok:
+        return FailedRun(sid, "db_mismatch", detail)
+    return FailedRun(sid, "unconfirmed_write" if components.get("CONFIRMED") == 0.0 else "other", detail)
 
 
 def failures(records: list[dict[str, Any]]) -> list[FailedRun]:

@@ -257,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the comparison as JSON here")
     parser.add_argument("--failures", action="store_true",
                         help="also list each failed run with its cause (scenarios/recovery/failures.py)")
+    parser.add_argument("--regrade", type=Path, default=None, metavar="SUITE",
+                        help="grade the saved runs again against this suite's scenarios as they are now (no model runs)")
     args = parser.parse_args(argv)
     try:
         loaded = {}
@@ -265,6 +267,14 @@ def main(argv: list[str] | None = None) -> int:
             if not sep or not name or not path:
                 raise UserFacingError(f"expected NAME=RESULTS, got {item!r}")
             loaded[name] = load_runs(path)
+        if args.regrade:
+            import asyncio
+
+            from scenarios.loading import load_scenarios
+            from scenarios.regrade import regrade
+
+            suite = load_scenarios(args.regrade)
+            loaded = {name: asyncio.run(regrade(records, suite)) for name, records in loaded.items()}
     except UserFacingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -184,3 +184,33 @@ async def test_failures_name_the_first_cause_that_applies(tmp_path: Path) -> Non
     assert causes["none"] == {contradiction.id: "other_recovery_first", control.id: "recovery_call"}
     table = failures_markdown({"none": failures(result.records)})
     assert "| other_recovery_first | 1 |" in table and f"- {control.id}: **recovery_call**" in table
+
+
+async def test_a_clarified_write_made_before_the_yes_is_an_unconfirmed_write(tmp_path: Path) -> None:
+    from scenarios.orchestrator import script_model
+    from scenarios.recovery.failures import failures
+
+    clarify = next(s for s in load_scenarios(SUITE_PATH) if CLARIFY in s.tags and s.domain == "retail")
+    gold = list(clarify.agent.script or [])
+    ask = next(i for i, step in enumerate(gold) if step.call and step.call.name == "report_internal_error") + 1
+    write = next(step for step in gold if step.call and step.call.name == "cancel_pending_order")
+    # Report and ask, then cancel as soon as the user names the order, before their "yes".
+    hasty = clarify.model_copy(update={"agent": clarify.agent.model_copy(update={"script": [
+        *gold[: ask + 1], write, gold[-1], gold[-1]]})})
+    result = await run_batch([hasty], RunOptions(model=script_model), tmp_path / "hasty", progress=False)
+    record = result.records[0]
+    assert record["evaluation"]["components"]["DB"] == 1.0 and record["evaluation"]["components"]["CONFIRMED"] == 0.0
+    assert [(f.scenario_id, f.cause) for f in failures(result.records)] == [(clarify.id, "unconfirmed_write")]
+
+
+def test_a_reviewer_arm_is_not_blamed_for_not_diagnosing() -> None:
+    from scenarios.recovery.failures import failures
+
+    # As the runtime records self-refine on each turn: never activated, since it only reviews drafts.
+    record = {"scenario_id": "recovery-x", "success": False, "tags": ["recovery"], "error_types": ["contradiction"],
+              "evaluation": {"components": {"DB": 1.0, "RECOVERY": 0.0}},
+              "trajectory": {"injected_errors": [{"turn": 0}], "messages": [],
+                             "interventions": [{"name": "self-refine", "turn": 0, "activated": False}]}}
+    assert [f.cause for f in failures([record])] == ["no_recovery_call"]
+    rein = {**record, "trajectory": {**record["trajectory"], "interventions": [{"name": "rein", "turn": 0, "activated": False}]}}
+    assert [f.cause for f in failures([rein])] == ["not_activated"]

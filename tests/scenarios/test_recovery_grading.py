@@ -160,3 +160,32 @@ async def test_an_agent_failure_is_not_an_infrastructure_error() -> None:
     g = await evaluate(s, await run_scenario(s, RunOptions(model=FunctionModel(wrong))))
     assert not g.infrastructure_error and not g.success and g.recovery[0].detail == "never made"
     assert summarize([{"scenario_id": "x", "evaluation": g.model_dump(), "trajectory": {"termination": "user_stop", "agent_usage": {}, "user_usage": {}, "turns": []}}])["success_rate"] == 0.0
+
+
+# ----- a write must wait for the user's confirmation --------------------------------------
+
+COMPLETE = {"call": {"name": "update_task_status", "arguments": {"task_id": "task_1", "status": "completed"}}}
+CONFIRMED = {
+    "actions": [{"action_id": "w", "name": "update_task_status", "arguments": {"task_id": "task_1", "status": "completed"}}],
+    "confirm_turn": 1,
+}
+ASK_THEN_YES = ["Please mark task_1 as completed.", "Yes, go ahead."]
+
+
+async def test_a_write_after_the_confirming_turn_passes() -> None:
+    s = scenario([{"say": "Mark task_1 completed? Please say yes."}, COMPLETE, {"say": "Done."}], CONFIRMED, ASK_THEN_YES)
+    g = await grade(s)
+    assert g.success and "CONFIRMED" in g.basis and g.components["CONFIRMED"] == 1.0
+    assert [(c.name, c.met) for c in g.confirmed] == [("update_task_status not before turn 1", True)]
+
+
+async def test_a_write_before_the_confirming_turn_fails_though_the_db_matches() -> None:
+    s = scenario([COMPLETE, {"say": "Done."}, {"say": "It is already done."}], CONFIRMED, ASK_THEN_YES)
+    g = await grade(s)
+    assert g.components["DB"] == 1.0 and g.components["CONFIRMED"] == 0.0 and not g.success
+    assert g.confirmed[0].detail == "made at turn 0, before the user confirmed"
+
+
+def test_confirm_turn_needs_gold_actions_of_the_agent() -> None:
+    with pytest.raises(ValidationError, match="confirm_turn needs gold actions"):
+        scenario([], {"confirm_turn": 1})
