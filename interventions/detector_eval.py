@@ -364,7 +364,7 @@ def _sample_main(args: Any, dialogues: list[LabeledDialogue]) -> int:
 
     rows = sample_rows(dialogues, args.sample or 60, args.seed)
     offline = OfflineDetector(args.detector, threshold=args.threshold)
-    columns = {f"offline (threshold {offline.threshold:.2f})": [
+    columns = {f"offline (threshold {offline.threshold:g})": [
         d.error_type for d in offline.classify_turns([r.text for r in rows], [r.history for r in rows],
                                                      tools=row_tools(rows, dialogues))]}
     body: dict[str, Any] = {"split": args.split, "seed": args.seed, "sample": len(rows)}
