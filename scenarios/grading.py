@@ -169,7 +169,7 @@ async def evaluate(
         out.forbidden = _forbidden(forbidden, t)
         comp["FORBIDDEN"] = float(all(c.met for c in out.forbidden))
     if criteria is not None and confirm_turn is not None:
-        out.confirmed = _confirmed(criteria, confirm_turn, t)
+        out.confirmed = _confirmed(criteria, t)
         comp["CONFIRMED"] = float(all(c.met for c in out.confirmed))
     reward = 1.0
     for name in basis:
@@ -332,7 +332,8 @@ def _forbidden(tools: list[str], t: Trajectory) -> list[Check]:
     return checks
 
 
-def _confirmed(criteria: Evaluation, confirm_turn: int, t: Trajectory) -> list[Check]:
+def _confirmed(criteria: Evaluation, t: Trajectory) -> list[Check]:
+    confirm_turn = criteria.confirm_turn or 0
     writes = sorted({a.name for a in criteria.actions or [] if a.requestor == "assistant"})
     calls = t.agent_tool_calls()
     checks = []

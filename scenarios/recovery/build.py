@@ -357,8 +357,9 @@ def _clarify_scenarios(
                 options.append((task, action, uid, text, template))
         picked: dict[str, tuple[Scenario, dict[str, Any], str, str, str]] = {}
         for option in options:
-            if len(picked) < per_type:
-                picked.setdefault(option[0].id, option)
+            if len(picked) == per_type:
+                break
+            picked.setdefault(option[0].id, option)
         for task, action, uid, text, template in picked.values():
             record = str(action["arguments"][key])
             _ask, read, answer = _read(domain, db, record)
