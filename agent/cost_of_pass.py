@@ -20,8 +20,9 @@ class CostOfPass:
 
     attempts: int
     """Number of queries attempted."""
-    correct: int
-    """Number answered correctly."""
+    correct: float
+    """Number answered correctly (with several recorded runs per query, the expected number: each
+    query counts its share of runs that passed)."""
     tokens: int
     """Total model tokens (input plus output) over all attempts."""
     output_tokens: int

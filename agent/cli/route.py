@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help="self router: model that classifies (default: the embedded "
                         "model); oracle eval: whose recorded runs to score")
     parser.add_argument("--split", default="test", help="oracle eval: split to score (default test; 'all' for every row)")
+    parser.add_argument("--pass", dest="passes", action="append", metavar="NAME",
+                        help="oracle eval: only this labelling pass (greedy, t0.7-seed1, …; repeat for several; "
+                        "default: every pass, merged)")
     parser.add_argument("--samples", type=int, default=1000, help="oracle eval: bootstrap resamples (default 1000)")
     parser.add_argument("--threshold", type=float, default=0.8, help="cost router: success threshold (default 0.8)")
     parser.add_argument("--weights", type=Path, default=None, help="offline/cost router: weights file (default: shipped)")
@@ -133,7 +136,8 @@ def _run_oracle_eval(args: argparse.Namespace) -> int:
 
     if args.samples < 10:
         raise UserFacingError("--samples must be at least 10")
-    rows = load_oracle(args.data, model=args.model, split=None if args.split == "all" else args.split)[: args.limit]
+    rows = load_oracle(args.data, model=args.model, split=None if args.split == "all" else args.split,
+                       passes=args.passes)[: args.limit]
     notes: list[str] = []
     if args.router is None:
         routed, spent, notes = _compare_all(args, rows)
@@ -144,6 +148,7 @@ def _run_oracle_eval(args: argparse.Namespace) -> int:
     report = score_oracle(rows, routed, router_tokens=spent, samples=args.samples)
     if args.json:
         out: dict[str, Any] = {"router": args.router or "all", "data": str(args.data), "model": args.model,
+                               "passes": args.passes or "all",
                                "split": args.split, **report.as_dict(), "notes": notes}
         if args.errors:
             out["misrouted"] = {name: [{"id": row.id, "oracle": row.oracle, "routed": m, "query": row.query}
@@ -151,7 +156,8 @@ def _run_oracle_eval(args: argparse.Namespace) -> int:
                                 for name, picks in routed.items()}
         print(json.dumps(out, indent=2))
     else:
-        print(f"routers on {args.data} (model {args.model or 'all'}, split {args.split})")
+        passes = "+".join(args.passes) if args.passes else "all"
+        print(f"routers on {args.data} (model {args.model or 'all'}, split {args.split}, passes {passes})")
         print(format_oracle_report(report))
         for note in notes:
             print(f"note: {note}")

@@ -1,10 +1,12 @@
 """Oracle labels from recorded runs, and how a router's choices fare against them.
 
-A labels file (JSON Lines) holds one row per task and model: the task's query and split, and one
-run per mode (success, tokens, latency). The oracle label is the mode that succeeded at the lowest
-token cost (ties go to the cheaper mode in instant < reasoning < agentic), or 'none'. A routed
-agent is scored with the recorded run of the mode its router chose: the runs are greedy, so
-running that mode again would repeat it.
+A labels file (JSON Lines) holds one row per task, model and pass: the task's query and split, and
+one run per mode (success, tokens, latency). A pass is one way of sampling: greedy, or a seeded
+temperature (`pass_name`). Reading merges a task's passes into one row whose runs hold each mode's
+share of passing runs and its mean tokens (`merge_runs`). The oracle label is the cheapest mode (by
+tokens; ties go to the cheaper mode in instant < reasoning < agentic) among those with the highest
+pass rate, or 'none' when no run of any mode passed. A routed agent is scored with the recorded
+runs of the mode its router chose: its expected success and mean tokens over the passes.
 """
 
 from __future__ import annotations
@@ -27,28 +29,55 @@ from agent.routing.bootstrap import Interval, bootstrap, mean_interval, ratio_in
 
 NONE = "none"
 """The oracle label of a task no mode solved."""
+GREEDY = "greedy"
+"""The pass name of greedy runs (and of rows written before passes were recorded)."""
+
+
+def pass_name(temperature: float, seed: int | None) -> str:
+    """The name of a labelling pass: 'greedy' at temperature 0, else e.g. 't0.7-seed1'."""
+    if temperature <= 0:
+        return GREEDY
+    if seed is None:
+        raise ValueError("a pass at temperature > 0 needs a seed, or it cannot be recorded and replayed")
+    return f"t{temperature:g}-seed{seed}"
 
 
 @dataclass(frozen=True)
 class ModeRun:
     """One recorded run of a task in one mode."""
 
-    success: bool
-    """Whether the grader passed the final answer."""
-    tokens: int
-    """Model tokens spent (input plus output)."""
+    success: float
+    """Whether the grader passed the final answer (True/False); merged over passes, the share that passed."""
+    tokens: float
+    """Model tokens spent (input plus output); merged, the mean."""
     latency_s: float = 0.0
-    """Wall time of the run when it was recorded."""
-    output_tokens: int = 0
-    """Generated tokens."""
-    steps: int = 0
-    """Model calls."""
-    tool_calls: int = 0
-    """Tool calls made."""
+    """Wall time of the run when it was recorded; merged, the mean."""
+    output_tokens: float = 0
+    """Generated tokens; merged, the mean."""
+    steps: float = 0
+    """Model calls; merged, the mean."""
+    tool_calls: float = 0
+    """Tool calls made; merged, the mean."""
     termination: str = ""
-    """Why the run ended."""
+    """Why the run ended; merged, the first pass's."""
     answer: str = ""
-    """The final answer text."""
+    """The final answer text; merged, the first pass's."""
+    passes: int = 1
+    """Recorded runs this one stands for."""
+
+
+def merge_runs(runs: Sequence[ModeRun]) -> ModeRun:
+    """One mode's runs over several passes as one: the share that passed and the mean costs."""
+    if len(runs) == 1:
+        return runs[0]
+    n = sum(r.passes for r in runs)
+
+    def mean(field_: str) -> float:
+        return sum(getattr(r, field_) * r.passes for r in runs) / n
+
+    return ModeRun(success=mean("success"), tokens=mean("tokens"), latency_s=mean("latency_s"),
+                   output_tokens=mean("output_tokens"), steps=mean("steps"), tool_calls=mean("tool_calls"),
+                   termination=runs[0].termination, answer=runs[0].answer, passes=n)
 
 
 def cheapest(runs: Mapping[str, ModeRun], modes: Iterable[str] = MODES) -> str:
@@ -57,9 +86,12 @@ def cheapest(runs: Mapping[str, ModeRun], modes: Iterable[str] = MODES) -> str:
 
 
 def oracle_label(runs: Mapping[str, ModeRun]) -> str:
-    """The cheapest mode (by tokens, ties to the earlier mode) whose run succeeded, or 'none'."""
-    solved = [m for m in MODES if m in runs and runs[m].success]
-    return cheapest(runs, solved) if solved else NONE
+    """The cheapest mode (by tokens, ties to the earlier mode) among those with the highest pass
+    rate, or 'none' when nothing passed. With one run per mode: the cheapest mode that succeeded."""
+    best = max((float(runs[m].success) for m in MODES if m in runs), default=0.0)
+    if best <= 0:
+        return NONE
+    return cheapest(runs, [m for m in MODES if m in runs and float(runs[m].success) == best])
 
 
 def _tally(picks: Iterable[str], keys: Iterable[str]) -> dict[str, int]:
@@ -89,16 +121,21 @@ class OracleRow:
 
     def as_json(self) -> dict[str, Any]:
         """JSON-ready form (one line of a labels file)."""
+        runs = {m: {k: v for k, v in asdict(r).items() if k != "passes" or v != 1} for m, r in self.runs.items()}
         return {"id": self.id, "query": self.query, "model": self.model, "split": self.split,
-                "oracle": self.oracle, "runs": {m: asdict(r) for m, r in self.runs.items()}, **self.extra}
+                "oracle": self.oracle, "runs": runs, **self.extra}
 
 
-def load_oracle(path: str | Path, model: str | None = None, split: str | None = None) -> list[OracleRow]:
-    """Read a labels file, keeping one model's rows (None: all) and one split (None: all)."""
+def load_oracle(path: str | Path, model: str | None = None, split: str | None = None,
+                passes: Iterable[str] | None = None) -> list[OracleRow]:
+    """Read a labels file, keeping one model's rows (None: all), one split (None: all) and some
+    passes (None: all), a task's passes merged into one row (`merge_runs`), in file order."""
     path = Path(path)
     if not path.is_file():
         raise UserFacingError(f"no such labels file: {path}")
-    rows = []
+    keep = None if passes is None else set(passes)
+    groups: dict[tuple[str, str], list[tuple[str, OracleRow]]] = {}
+    seen: dict[tuple[str, str, str], int] = {}
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -115,12 +152,33 @@ def load_oracle(path: str | Path, model: str | None = None, split: str | None = 
             )
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise UserFacingError(f"{path}:{number}: not a labels row ({exc})") from None
-        if (model is None or row.model == model) and (split is None or row.split == split):
-            rows.append(row)
-    if not rows:
+        name = str(row.extra.get("pass", GREEDY))
+        key = (row.model, row.id, name)
+        if key in seen:
+            raise UserFacingError(f"{path}:{number}: task {row.id} of model {row.model} in pass {name} is "
+                                  f"already on line {seen[key]}")
+        seen[key] = number
+        if (model is None or row.model == model) and (split is None or row.split == split) \
+                and (keep is None or name in keep):
+            groups.setdefault((row.model, row.id), []).append((name, row))
+    if not groups:
         models = sorted({json.loads(x)["model"] for x in path.read_text().splitlines() if x.strip()})
-        raise UserFacingError(f"{path} has no rows for model {model!r} in split {split!r}; models: {', '.join(models)}")
-    return rows
+        raise UserFacingError(f"{path} has no rows for model {model!r} in split {split!r}"
+                              f"{'' if keep is None else f' and passes {sorted(keep)}'}; models: {', '.join(models)}")
+    return [_merge(path, group) for group in groups.values()]
+
+
+def _merge(path: Path, group: list[tuple[str, OracleRow]]) -> OracleRow:
+    """A task's rows of several passes as one row (its greedy row's fields first)."""
+    if len(group) == 1:
+        return group[0][1]
+    group = sorted(group, key=lambda g: (g[0] != GREEDY, g[0]))
+    first = group[0][1]
+    if any(row.split != first.split or row.query != first.query for _, row in group):
+        raise UserFacingError(f"{path}: the passes of task {first.id} ({first.model}) disagree on its query or split")
+    runs: dict[str, ModeRun] = {m: merge_runs([row.runs[m] for _, row in group]) for m in MODES}
+    extra = {**first.extra, "pass": "+".join(name for name, _ in group)}
+    return OracleRow(first.id, first.query, first.model, runs, first.split, oracle_label(runs), extra)
 
 
 @dataclass(frozen=True)
@@ -201,7 +259,7 @@ def _score(rows: Sequence[OracleRow], picks: Sequence[str], samples: int, seed: 
     dollars = sum(prices.price_for(row.model).dollars(r.tokens - r.output_tokens, r.output_tokens)
                   for row, r in zip(rows, runs, strict=True))
     cost = CostOfPass(attempts=len(runs), correct=sum(r.success for r in runs), tokens=int(tokens.sum()),
-                      output_tokens=sum(r.output_tokens for r in runs), dollars=dollars)
+                      output_tokens=int(round(sum(r.output_tokens for r in runs))), dollars=dollars)
     agree = [float(row.oracle == m) for row, m in zip(rows, picks, strict=True)]
     return StrategyScore(
         cost, mean_interval(passed_list, samples=samples, seed=seed),

@@ -4,8 +4,10 @@
         [--cassettes DIR] [--replay] [--split test] [--limit N] [--graph DIR] [--order stratified|file]
 
 Each task runs as one user turn through agent.runtime.Agent in instant, reasoning and agentic
-mode (the A²FM paths), greedy, and its final answer is graded. A row per task (see
-agent.routing.oracle) records success, tokens and latency of each mode and the oracle label.
+mode (the A²FM paths), greedy or (--temperature T --seed N) sampled, and its final answer is
+graded. A row per task and pass (see agent.routing.oracle) records success, tokens and latency of
+each mode and the oracle label; reading the file merges a task's passes. One file holds every
+pass: run the command once greedy and once more with a seed, on the same --out.
 Model calls go through a CassetteModel (DIR/<model>.jsonl); with --replay no model is loaded and
 the cassette alone answers, so labels and the benchmark are recomputed without the model.
 
@@ -32,7 +34,7 @@ from agent.messages import ModelSettings
 from agent.models import CassetteModel, Model, resolve_model
 from agent.modes import A2FM_MODES, StepLimits
 from agent.plugin_api import MODES, Mode
-from agent.routing.oracle import ModeRun, OracleRow, oracle_label
+from agent.routing.oracle import ModeRun, OracleRow, oracle_label, pass_name
 from scenarios.routing_tasks.graders import grade
 from scenarios.routing_tasks.graph import MUSIQUE_DIR, RETRIEVER, ensure_graph
 from scenarios.routing_tasks.labels_file import ORDERS, append_row, clock, resume, stratified_order
@@ -48,10 +50,19 @@ class LabelSettings:
 
     max_tokens: int = 256
     """Cap on each model call's output."""
+    temperature: float = 0.0
+    """Sampling temperature (0: greedy)."""
+    seed: int | None = None
+    """Sampling seed; needed when temperature > 0."""
     agentic_steps: int = 6
     """Step cap of the agentic mode."""
     graph_dir: str | None = None
     """Graph folder for retrieval tasks (None: skip them)."""
+
+    @property
+    def pass_name(self) -> str:
+        """The pass these settings make: 'greedy' or e.g. 't0.7-seed1'."""
+        return pass_name(self.temperature, self.seed)
 
 
 @dataclass
@@ -104,7 +115,8 @@ async def run_mode(model: Model, task: RoutingTask, mode: Mode, tools: list[Tool
     from agent.runtime import Agent
 
     agent = Agent(model, tools, SYSTEM, step_limits=StepLimits(agentic=settings.agentic_steps),
-                  mode_config=A2FM_MODES, settings=ModelSettings(temperature=0.0, max_tokens=settings.max_tokens),
+                  mode_config=A2FM_MODES, settings=ModelSettings(temperature=settings.temperature, seed=settings.seed,
+                                         max_tokens=settings.max_tokens),
                   checkpointer="memory")
     started = time.perf_counter()
     try:
@@ -149,8 +161,8 @@ async def label_tasks(model: Model, tasks: Sequence[RoutingTask], settings: Labe
         row = OracleRow(
             id=task.id, query=task.query, model=model_name or model.name, runs=runs, split=task.split,
             oracle=oracle_label(runs),
-            extra={"kind": task.kind, "family": task.family, "style": task.style, "source_item": task.source_item,
-                   "self_route": await self_route(model, task, tools)},
+            extra={"pass": settings.pass_name, "kind": task.kind, "family": task.family, "style": task.style,
+                   "source_item": task.source_item, "self_route": await self_route(model, task, tools)},
         )
         rows.append(row)
         if on_row is not None:
@@ -194,12 +206,12 @@ def label_to_file(model: Model, tasks: Sequence[RoutingTask], out: Path, setting
     Returns how many rows were added and the ids skipped for want of tools.
     """
     name = model_name or model.name
-    state = resume(out, name)
+    state = resume(out, name, settings.pass_name)
     todo = [t for t in tasks if t.id not in state.done]
     progress = Progress(total=len(todo), before=len(tasks) - len(todo))
     if log is not None and state.done:
-        log(f"{out}: {len(tasks) - len(todo)} of these {len(tasks)} tasks already labelled for {name}; "
-            f"{len(todo)} to go")
+        log(f"{out}: {len(tasks) - len(todo)} of these {len(tasks)} tasks already labelled for {name} "
+            f"({settings.pass_name}); {len(todo)} to go")
 
     def write(row: OracleRow) -> None:
         append_row(out, row.as_json())
@@ -230,9 +242,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="graph folder for retrieval tasks; built there from the MuSiQue files when empty")
     parser.add_argument("--musique-dir", type=Path, default=MUSIQUE_DIR,
                         help="MuSiQue-100 files to build the graph from (default: ../shared/data/musique)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0: greedy)")
+    parser.add_argument("--seed", type=int, default=None, help="sampling seed (needed with --temperature)")
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--agentic-steps", type=int, default=6)
     args = parser.parse_args(argv)
+    if args.temperature > 0 and args.seed is None:
+        parser.error("--temperature above 0 needs --seed: a sampled pass must be reproducible from its cassette")
+    if args.temperature <= 0 and args.seed is not None:
+        parser.error("--seed only applies to a sampled pass: give --temperature above 0")
     try:
         tasks = load_tasks(args.tasks, args.split) if args.tasks else load_tasks(split=args.split)
         if args.order == "stratified":
@@ -243,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         path = cassette_path(args.cassettes, args.model)
         model = (CassetteModel(path, mode="replay") if args.replay
                  else CassetteModel(path, resolve_model(args.model), mode="auto"))
-        settings = LabelSettings(args.max_tokens, args.agentic_steps, args.graph)
+        settings = LabelSettings(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
+                                 agentic_steps=args.agentic_steps, graph_dir=args.graph)
         started = time.perf_counter()
         added, skipped = label_to_file(model, tasks, args.out, settings, model_name=args.model, log=_stderr)
     except UserFacingError as exc:

@@ -2,7 +2,8 @@
 
 A labelling run appends each task's row (see agent.routing.oracle.OracleRow) as soon as its three
 modes are done, flushed to disk, so a run killed at any point loses at most the task in flight.
-Rerunning it reads the file, skips the tasks it already holds for that model, and appends the rest.
+Rerunning it reads the file, skips the tasks it already holds for that model and pass (greedy, or
+a seeded temperature), and appends the rest.
 A run killed while writing leaves a truncated last line: it is moved to `<out>.rejected` (nothing
 is thrown away) and the task is run again, free where its model calls are in the cassette. A bad
 line anywhere else is an error: the file was edited or is not a labels file, and it is left alone.
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import UserFacingError
+from agent.routing.oracle import GREEDY
 from scenarios.routing_tasks.task import RoutingTask
 
 ORDERS = ("stratified", "file")
@@ -55,7 +57,7 @@ class ResumeState:
     """What an existing labels file already holds."""
 
     done: frozenset[str]
-    """Task ids with a complete row for the run's model."""
+    """Task ids with a complete row for the run's model and pass."""
     rows: int
     """Complete rows in the file (any model)."""
     rejected: str | None = None
@@ -66,7 +68,12 @@ def _row_ok(item: Any) -> bool:
     return isinstance(item, dict) and isinstance(item.get("id"), str) and isinstance(item.get("runs"), dict)
 
 
-def resume(path: Path, model: str) -> ResumeState:
+def _ours(item: dict[str, Any], model: str, pass_: str) -> bool:
+    """Whether a row belongs to the run of `model` in `pass_` (rows from before passes are greedy)."""
+    return item.get("model") == model and item.get("pass", GREEDY) == pass_
+
+
+def resume(path: Path, model: str, pass_: str = GREEDY) -> ResumeState:
     """Read `path` (if it exists) and repair a truncated last line; raise on a bad line elsewhere.
 
     The truncated line is appended to `<path>.rejected` and cut from the file, and a complete last
@@ -91,7 +98,7 @@ def resume(path: Path, model: str) -> ResumeState:
             raise UserFacingError(
                 f"{path}:{number}: not a labels row; the file was edited or is not a labels file "
                 "(fix or remove that line, or choose another --out)")
-        if item.get("model") == model:
+        if _ours(item, model, pass_):
             done.add(item["id"])
     rejected = None
     if tail.strip():
@@ -103,7 +110,7 @@ def resume(path: Path, model: str) -> ResumeState:
             with path.open("ab") as f:
                 f.write(b"\n")
             lines.append(tail)
-            if item.get("model") == model:
+            if _ours(item, model, pass_):
                 done.add(item["id"])
         else:
             rejected = tail.decode("utf-8", errors="replace")

@@ -214,3 +214,40 @@ def test_retrieval_tasks_are_labelled_over_a_graph_built_on_first_use(tmp_path: 
     # without a graph the task is skipped, not failed
     assert label_to_file(FunctionModel(searcher), [task], tmp_path / "none.jsonl", model_name="scripted") == \
         (0, ["musique-9999"])
+
+
+def test_a_sampled_pass_joins_the_greedy_one_in_the_same_file(tmp_path: Path, capsys) -> None:
+    from agent.routing.oracle import load_oracle
+    from scenarios.routing_tasks.labeling import LabelSettings
+
+    out, tasks = tmp_path / "labels.jsonl", PICK[:3]
+    label_to_file(_model([]), tasks, out, model_name="scripted")
+    settings_seen: list[tuple[float | None, int | None]] = []
+
+    def sampled(request: ModelRequest) -> str:
+        settings_seen.append((request.settings.temperature, request.settings.seed))
+        user = next(m.text for m in reversed(request.messages) if m.role == "user")
+        task = next(t for t in tasks if t.query == user)
+        return task.grader.answer  # the sampled pass gets everything right, even instantly
+
+    sampled_pass = LabelSettings(temperature=0.7, seed=1)
+    assert label_to_file(FunctionModel(sampled, name="scripted"), tasks, out, sampled_pass, model_name="scripted") \
+        == (3, [])
+    # the self-routing call keeps its own greedy settings; every mode's call is sampled with the seed
+    assert set(settings_seen) - {(0.0, None)} == {(0.7, 1)}
+    assert [json.loads(x).get("pass") for x in out.read_text().splitlines()] == ["greedy"] * 3 + ["t0.7-seed1"] * 3
+    # resuming the sampled pass finds it done; the greedy pass too
+    asked: list[str] = []
+    assert label_to_file(_model(asked), tasks, out, sampled_pass, model_name="scripted") == (0, [])
+    assert label_to_file(_model(asked), tasks, out, model_name="scripted") == (0, [])
+    assert asked == []
+    merged = load_oracle(out, model="scripted")
+    assert len(merged) == 3 and all(r.extra["pass"] == "greedy+t0.7-seed1" for r in merged)
+    trivia = next(r for r in merged if r.extra["family"] == "trivia")
+    assert trivia.runs["instant"].success == 0.5 and trivia.runs["reasoning"].success == 1.0
+    assert trivia.oracle == "reasoning"
+
+    for argv, message in ((["--temperature", "0.7"], "needs --seed"), (["--seed", "3"], "only applies to a sampled pass")):
+        with pytest.raises(SystemExit):
+            label_main(["--model", "x", "--out", str(out), *argv])
+        assert message in capsys.readouterr().err

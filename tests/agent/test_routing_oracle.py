@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli.main import main
+from agent.errors import UserFacingError
 from agent.messages import ModelRequest
 from agent.models import CassetteModel, FunctionModel
 from agent.routing.bootstrap import mean_interval, ratio_interval
@@ -134,3 +135,62 @@ def test_each_strategy_is_a_cost_of_pass_with_intervals_and_list_price_dollars()
     assert report.strategies["always-reasoning"].cost.dollars == pytest.approx(
         DEFAULT_PRICES["gpt-4o-mini"].dollars(600, 400))
     assert report.as_dict()["strategies"]["routed"]["tokens"] == 3100
+
+
+def _row_line(task: str, split: str, pass_: str | None, success: dict[str, bool], tokens: dict[str, int]) -> str:
+    row = {"id": task, "query": f"q {task}", "model": "m", "split": split,
+           "runs": {m: {"success": success[m], "tokens": tokens[m]} for m in success}}
+    if pass_ is not None:
+        row["pass"] = pass_
+    return json.dumps(row) + "\n"
+
+
+def test_passes_of_a_task_merge_into_pass_rates_and_mean_tokens(tmp_path: Path) -> None:
+    path = tmp_path / "labels.jsonl"
+    tokens = {"instant": 10, "reasoning": 100, "agentic": 300}
+    path.write_text(
+        # greedy: instant fails, reasoning and agentic pass (a row from before passes: greedy)
+        _row_line("a", "test", None, {"instant": False, "reasoning": True, "agentic": True}, tokens)
+        # the sampled pass: instant passes, reasoning fails, agentic passes again with more tokens
+        + _row_line("a", "test", "t0.7-seed1", {"instant": True, "reasoning": False, "agentic": True},
+                    {**tokens, "agentic": 500})
+        + _row_line("b", "test", "greedy", {"instant": True, "reasoning": True, "agentic": True}, tokens))
+    a, b = load_oracle(path)
+    assert (a.id, b.id) == ("a", "b")
+    assert {m: r.success for m, r in a.runs.items()} == {"instant": 0.5, "reasoning": 0.5, "agentic": 1.0}
+    assert a.runs["agentic"].tokens == 400 and a.runs["agentic"].passes == 2
+    assert a.oracle == "agentic"  # the only mode that passed every time, though the dearest
+    assert a.extra["pass"] == "greedy+t0.7-seed1"
+    assert b.oracle == "instant" and b.runs["instant"].passes == 1
+    # Strategies score the expected success and the mean tokens of the mode they pick.
+    report = score_oracle([a, b], ["instant", "instant"], samples=50)
+    routed = report.strategies["routed"]
+    assert routed.accuracy.value == pytest.approx(0.75)
+    assert routed.cost.tokens == 20 and routed.tokens_per_pass.value == pytest.approx(20 / 1.5)
+    # One pass alone reads as before.
+    greedy = {r.id: r for r in load_oracle(path, passes=["greedy"])}
+    assert greedy["a"].oracle == "reasoning" and greedy["a"].runs["instant"].success is False
+    with pytest.raises(UserFacingError, match="passes \\['t9'\\]"):
+        load_oracle(path, passes=["t9"])
+
+
+def test_a_task_twice_in_one_pass_or_passes_that_disagree_are_errors(tmp_path: Path) -> None:
+    runs = {"instant": True, "reasoning": True, "agentic": True}
+    tokens = dict.fromkeys(runs, 5)
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text(_row_line("a", "test", None, runs, tokens) + _row_line("a", "test", "greedy", runs, tokens))
+    with pytest.raises(UserFacingError, match="twice.jsonl:2: task a of model m in pass greedy is already on line 1"):
+        load_oracle(twice)
+    split = tmp_path / "split.jsonl"
+    split.write_text(_row_line("a", "test", None, runs, tokens) + _row_line("a", "train", "t1-seed2", runs, tokens))
+    with pytest.raises(UserFacingError, match="passes of task a .* disagree"):
+        load_oracle(split)
+
+
+def test_pass_names() -> None:
+    from agent.routing.oracle import pass_name
+
+    assert pass_name(0.0, None) == pass_name(0.0, 3) == "greedy"
+    assert pass_name(0.7, 1) == "t0.7-seed1"
+    with pytest.raises(ValueError, match="needs a seed"):
+        pass_name(0.7, None)
