@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from graphs.errors import GraphInputError
 from graphs.retriever_registry import RETRIEVERS, make_retriever
@@ -47,7 +49,7 @@ def retrieval_toolkit(
     engine = make_retriever(retriever, qg, checkpoint=model)
 
     @tool(kind=ToolKind.READ, timeout_s=60.0)
-    def retrieve(query: str, k: int = 5) -> list[dict[str, Any]]:
+    def retrieve(query: str, k: Annotated[int, Field(ge=1, le=MAX_K)] = 5) -> list[dict[str, Any]]:
         """Search the knowledge base for passages relevant to a query. Each result has the passage
         title and text, its score, and its provenance: the entities the query was linked to and the
         relations that led to the passage.

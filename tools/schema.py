@@ -51,7 +51,8 @@ def _indent_of(lines: list[str], name: str) -> int:
 
 def model_from_signature(fn: Callable[..., Any], name: str, arg_docs: dict[str, str]) -> type[BaseModel]:
     """A pydantic model whose fields are the function's parameters, described by the docstring."""
-    hints = get_type_hints(fn)
+    # include_extras keeps Annotated[int, Field(ge=1, le=20)]: its bounds belong in the schema and the checks.
+    hints = get_type_hints(fn, include_extras=True)
     fields: dict[str, Any] = {}
     for pname, param in inspect.signature(fn).parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or pname in ("self", "cls"):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -141,15 +142,60 @@ def _loosen(schema: Any) -> Any:
     return schema
 
 
+MAX_ENUM_RANGE = 256
+"""Bounded integers with at most this many values are written as an enum in the grammar."""
+
+
+def _integer_bounds(schema: dict[str, Any]) -> tuple[int, int] | None:
+    """The inclusive range of an integer schema bounded at both ends (None if it is not, or empty)."""
+
+    def number(key: str) -> float | None:
+        value = schema.get(key)
+        return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    lows = [math.ceil(v) for v in [number("minimum")] if v is not None]
+    lows += [math.floor(v) + 1 for v in [number("exclusiveMinimum")] if v is not None]
+    highs = [math.floor(v) for v in [number("maximum")] if v is not None]
+    highs += [math.ceil(v) - 1 for v in [number("exclusiveMaximum")] if v is not None]
+    if not lows or not highs or max(lows) > min(highs):
+        return None
+    return max(lows), min(highs)
+
+
+def _bounded_integers(schema: Any) -> Any:
+    """The schema with each bounded integer of a small range spelled out as an enum.
+
+    llama.cpp's converter ignores minimum and maximum, so a grammar for `k: integer (1-20)` lets
+    a small model keep writing digits (`"k": 1000000000000000`) and then relay the tool's range
+    error as its answer; as an enum, the grammar admits only the values the tool accepts."""
+    if isinstance(schema, dict):
+        out: dict[str, Any] = {}
+        for key, value in schema.items():
+            if key == "properties" and isinstance(value, dict):  # names here are data, not keywords
+                out[key] = {name: _bounded_integers(sub) for name, sub in value.items()}
+            else:
+                out[key] = _bounded_integers(value)
+        bounds = _integer_bounds(out) if out.get("type") == "integer" and "enum" not in out else None
+        if bounds is not None and bounds[1] - bounds[0] < MAX_ENUM_RANGE:
+            rest = {k: v for k, v in out.items()
+                    if k not in ("type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")}
+            return {**rest, "enum": list(range(bounds[0], bounds[1] + 1))}
+        return out
+    if isinstance(schema, list):
+        return [_bounded_integers(v) for v in schema]
+    return schema
+
+
 def _argument_schemas(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per tool, the strictest arguments schema the grammar converter accepts.
 
-    Its own schema; else that schema without patterns and formats; else any object. The tool
-    layer still validates arguments against the full schema and reports errors to the model.
+    Its own schema (small bounded integer ranges as enums); else that schema without patterns and
+    formats; else any object. The tool layer still validates arguments against the full schema and
+    reports errors to the model.
     """
     out: dict[str, dict[str, Any]] = {}
     for tool, name in zip(tools, tool_names(tools), strict=True):
-        params = parameters_of(tool)
+        params = _bounded_integers(parameters_of(tool))
         out[name] = _ANY_OBJECT
         for candidate in (params, _loosen(params)):
             try:

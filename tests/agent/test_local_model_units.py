@@ -207,3 +207,25 @@ def test_parse_output_maps_finish_reasons_and_keeps_cut_answers() -> None:
     called = parse_output('{"tool_calls": [{"name": "get_time", "arguments": {"zone": "UTC"}}]}', plan, "stop", usage, "local:t")
     assert called.finish_reason == "tool_calls" and called.tool_calls[0].name == "get_time"
     assert called.usage == usage and called.model == "local:t"
+
+
+def test_small_bounded_integer_ranges_are_enums_in_the_argument_grammar() -> None:
+    # llama.cpp's converter ignores minimum/maximum: without this a small model wrote
+    # "k": 1000000000000000 and relayed the tool's range error as its answer.
+    params = {"type": "object", "required": ["query"], "properties": {
+        "query": {"type": "string"},
+        "k": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5, "description": "How many (1-20)."},
+        "page": {"anyOf": [{"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 3.5}, {"type": "null"}]},
+        "offset": {"type": "integer", "minimum": 0},
+        "year": {"type": "integer", "minimum": 0, "maximum": 9999},
+    }}
+    search = {"type": "function", "function": {"name": "search", "parameters": params}}
+    schema = local_prompt._argument_schemas([search])["search"]["properties"]
+    assert schema["k"] == {"enum": list(range(1, 21)), "default": 5, "description": "How many (1-20)."}
+    assert schema["page"]["anyOf"][0] == {"enum": [1, 2, 3]}
+    assert schema["offset"] == params["properties"]["offset"]  # unbounded above: left alone
+    assert schema["year"] == params["properties"]["year"]  # too many values for an enum: left alone
+    gbnf = grammar_for(local_prompt._argument_schemas([search])["search"])
+    k_rule = next(line for line in gbnf.splitlines() if line.startswith("k ::="))
+    assert k_rule == "k ::= " + " | ".join(f'"{i}"' for i in range(1, 21))
+    assert local_prompt._integer_bounds({"type": "integer", "minimum": 5, "maximum": 4}) is None

@@ -79,8 +79,14 @@ def test_build_query_and_toolkit_provenance(tmp_path: Path, capsys: pytest.Captu
     assert {"source", "relation", "target"} == set(prov["path"][0])
     from tools.errors import ToolError
 
+    # The bound is in the schema (so the embedded model's grammar keeps k in range) and checked
+    # with the arguments; the function checks it again for direct Python calls.
+    assert tool.parameters["properties"]["k"] | {"description": ""} == \
+        {"type": "integer", "minimum": 1, "maximum": 20, "default": 5, "description": ""}
+    with pytest.raises(ToolError, match="k: Input should be less than or equal to 20"):
+        tool.parse_arguments({"query": "x", "k": 50})
     with pytest.raises(ToolError, match="between 1 and 20"):
-        asyncio.run(tool.run(tool.parse_arguments({"query": "x", "k": 50})))
+        asyncio.run(tool.run({"query": "x", "k": 50}))
 
 
 def test_toolkit_by_name_needs_a_graph_folder(monkeypatch: pytest.MonkeyPatch) -> None:

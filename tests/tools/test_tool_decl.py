@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Literal
+from typing import Annotated, Literal
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tools import (
     CallRequest,
@@ -62,6 +62,24 @@ def test_parse_arguments_validates_and_coerces() -> None:
     args = ship.parse_arguments('{"order_id": "#W1", "address": {"city": "Oslo", "zip": "0150"}}')
     assert isinstance(args["address"], Address)
     assert args["speed"] == "standard"
+
+
+def test_annotated_constraints_reach_the_schema_and_the_checks() -> None:
+    @tool
+    def search(query: str, k: Annotated[int, Field(ge=1, le=20)] = 5) -> str:
+        """Search.
+
+        Args:
+            query: What to look for.
+            k: How many results.
+        """
+        return query * k
+
+    k = search.openai_schema()["function"]["parameters"]["properties"]["k"]
+    assert k == {"type": "integer", "minimum": 1, "maximum": 20, "default": 5, "description": "How many results."}
+    assert search.parse_arguments('{"query": "x", "k": 20}')["k"] == 20
+    with pytest.raises(ToolArgumentError, match="k: Input should be less than or equal to 20"):
+        search.parse_arguments('{"query": "x", "k": 1000000000000000}')
 
 
 @pytest.mark.parametrize(
