@@ -183,7 +183,7 @@ class BatchedSqliteSaver(WriteBatching, AsyncSqliteSaver):
         async with self._txn:
             wrote = await self._write_held(str(config["configurable"]["thread_id"]), commit=False)
             try:
-                return await super().aput(config, checkpoint, metadata, new_versions)
+                return self._stored(await super().aput(config, checkpoint, metadata, new_versions))
             except BaseException:
                 if wrote:  # neither the checkpoint nor its writes (as on Postgres)
                     async with self.lock:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -13,6 +14,17 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 HeldWrites = list[tuple[str, list[tuple[Any, ...]]]]
 """A thread's held step writes: (statement, rows) per `aput_writes` call, in call order."""
+
+
+@dataclass
+class Batch:
+    """One run's batch on a thread."""
+
+    held: HeldWrites = field(default_factory=list)
+    """Step writes waiting for the next checkpoint's transaction."""
+    checkpoint_id: str | None = None
+    """The id of the last root checkpoint the run stored, once it has stored one: the thread's
+    latest, since the caller holds the thread."""
 
 
 class WriteBatching(BaseCheckpointSaver[str]):
@@ -33,15 +45,15 @@ class WriteBatching(BaseCheckpointSaver[str]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._batches: dict[str, HeldWrites] = {}
+        self._batches: dict[str, Batch] = {}
 
     @contextlib.asynccontextmanager
-    async def batch(self, thread_id: str) -> AsyncIterator[None]:
+    async def batch(self, thread_id: str) -> AsyncIterator[Batch]:
         """Hold the thread's writes for its next checkpoint's transaction while the block runs
         (one run per thread at a time: the caller holds the thread)."""
-        self._batches[thread_id] = []
+        self._batches[thread_id] = batch = Batch()
         try:
-            yield
+            yield batch
         finally:
             try:
                 # A cancelled run still commits what it stored after its last checkpoint.
@@ -51,10 +63,10 @@ class WriteBatching(BaseCheckpointSaver[str]):
 
     def _take_held(self, thread_id: str) -> HeldWrites:
         """The thread's held writes, no longer held (empty outside a batch)."""
-        held = self._batches.get(thread_id)
-        if not held:
+        batch = self._batches.get(thread_id)
+        if batch is None or not batch.held:
             return []
-        self._batches[thread_id] = []
+        held, batch.held = batch.held, []
         return held
 
     def _held_rows(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> tuple[str, list[tuple[Any, ...]]]:
@@ -66,12 +78,20 @@ class WriteBatching(BaseCheckpointSaver[str]):
         raise NotImplementedError
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
-        held = self._batches.get(str(config["configurable"]["thread_id"]))
-        if held is None:
+        batch = self._batches.get(str(config["configurable"]["thread_id"]))
+        if batch is None:
             await super().aput_writes(config, writes, task_id, task_path)
             return
         # Serialized now, as the plain saver would: the values may change after the call.
-        held.append(self._held_rows(config, writes, task_id, task_path))
+        batch.held.append(self._held_rows(config, writes, task_id, task_path))
+
+    def _stored(self, config: RunnableConfig) -> RunnableConfig:
+        """Note a checkpoint `aput` stored (its returned config) on the thread's batch; returns it."""
+        conf = config["configurable"]
+        batch = self._batches.get(str(conf["thread_id"]))
+        if batch is not None and not conf.get("checkpoint_ns"):
+            batch.checkpoint_id = str(conf["checkpoint_id"])
+        return config
 
     async def aget_tuple(self, config: RunnableConfig) -> Any:
         await self._flush(config)

@@ -53,10 +53,10 @@ class BatchedPostgresSaver(WriteBatching, AsyncPostgresSaver):
     ) -> RunnableConfig:
         held = self._take_held(str(config["configurable"]["thread_id"]))
         if not held:
-            return await super().aput(config, checkpoint, metadata, new_versions)
+            return self._stored(await super().aput(config, checkpoint, metadata, new_versions))
         token = _TAKEN_BY_APUT.set(held)
         try:
-            return await super().aput(config, checkpoint, metadata, new_versions)
+            return self._stored(await super().aput(config, checkpoint, metadata, new_versions))
         finally:
             _TAKEN_BY_APUT.reset(token)
 

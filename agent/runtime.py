@@ -20,6 +20,7 @@ from agent.checkpoint import (
     latest_checkpoint_id,
     open_checkpointer,
 )
+from agent.checkpoint_batching import Batch
 from agent.errors import ThreadBusy
 from agent.events import ApprovalRequested, FinalAnswer, ModeDecided, StreamEvent
 from agent.graph import EVENT_SINK, GraphDeps, build_graph, cut_run_messages, new_turn, start_run
@@ -275,7 +276,7 @@ class Agent:
                 yield _record(decided, collect, span)
             modes = ["updates"] if quiet else ["custom", "updates"]
             # A run's step writes and its checkpoint commit in one transaction (SQLite, Postgres).
-            async with _batched(graph.checkpointer, thread_id, self._durability):
+            async with _batched(graph.checkpointer, thread_id, self._durability) as batch:
                 stream = graph.astream(inputs, config, stream_mode=modes, durability=self._durability)
                 failure: BaseException | None = None
                 try:
@@ -309,7 +310,9 @@ class Agent:
             if view is not None and collect is not None and not any(isinstance(e, ApprovalRequested) for e in collect.events):
                 # The thread is what the view showed plus what this run added (its reducer only
                 # appends, and nobody else could write it under this hold).
-                version = await latest_checkpoint_id(graph.checkpointer, thread_id)
+                # The run's own checkpoint is the thread's latest (it holds the thread): no query.
+                version = batch.checkpoint_id if batch is not None and batch.checkpoint_id else \
+                    await latest_checkpoint_id(graph.checkpointer, thread_id)
                 self._views.put(thread_id, version, view + collect.messages[first_new:], hold)
 
     def _turn_inputs(
@@ -439,9 +442,9 @@ def _as_messages(message: str | Message | list[Message]) -> list[Message]:
     return list(message)
 
 
-def _batched(saver: Any, thread_id: str, durability: str) -> contextlib.AbstractAsyncContextManager[Any]:
+def _batched(saver: Any, thread_id: str, durability: str) -> contextlib.AbstractAsyncContextManager[Batch | None]:
     """Where the saver can (rein's SQLite and Postgres savers), a run that commits once (durability
-    "exit") commits its step writes with its checkpoint."""
+    "exit") commits its step writes with its checkpoint; the Batch also records that checkpoint's id."""
     if durability == "exit" and isinstance(saver, WriteBatching):
         return saver.batch(thread_id)
     return contextlib.nullcontext()

@@ -62,6 +62,33 @@ async def test_the_view_follows_the_agents_own_turns_without_reloading(tmp_path:
         assert [m.text for m in view if m.role == "user"] == [f"turn {i}" for i in range(5)]
 
 
+@pytest.mark.parametrize("tools", [(), (note,)], ids=["plain", "with-tools"])
+async def test_a_served_turn_queries_the_checkpoint_id_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            tools: tuple[Any, ...]) -> None:
+    # The read before the turn asks for the id; after the turn the view takes the id of the
+    # checkpoint the run stored (the hold keeps everyone else out), which is the thread's latest.
+    import agent.runtime as runtime
+
+    asked: list[str] = []
+    real = runtime.latest_checkpoint_id
+
+    async def counting(saver: Any, thread: str) -> str | None:
+        asked.append(thread)
+        return await real(saver, thread)
+
+    monkeypatch.setattr(runtime, "latest_checkpoint_id", counting)
+    db = tmp_path / "t.sqlite"
+    model = ScriptedModel([call("note", text="a"), reply("ok")] * 3) if tools else EchoModel()
+    async with Agent(model, tools=tools, checkpointer=f"sqlite:{db}") as agent:
+        for i in range(3):
+            asked.clear()
+            await _served_turn(agent, "t", f"turn {i}")
+            assert asked == ["t"]
+            saver = (await agent._graph_for_loop()).checkpointer
+            assert agent._views.get("t", await real(saver, "t"), None) is not None  # stored at the latest id
+            assert _dumps(await agent.ahistory_view("t")) == await _fresh(db, "t")
+
+
 async def test_another_writer_on_the_database_is_seen(tmp_path: Path) -> None:
     db = tmp_path / "t.sqlite"
     async with Agent(EchoModel(), checkpointer=f"sqlite:{db}") as a, Agent(EchoModel(), checkpointer=f"sqlite:{db}") as b:
