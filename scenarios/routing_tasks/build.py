@@ -174,7 +174,7 @@ def _generated(b: _Builder, n_convert: int, n_format: int, n_arith: int, n_logic
                   Grader("exact", w.upper()), source_item=f"gen:format:{i}")
         else:
             b.add("format", "instant", f"Reply with exactly the word {w} followed by an exclamation mark, nothing else.",
-                  Grader("exact", f"{w}!"), source_item=f"gen:format:{i}")
+                  Grader("exact", f"{w}!", ignore_case=True), source_item=f"gen:format:{i}")
     for i, (q, reply, aliases) in enumerate(_CHAT):
         b.add("chat", "instant", q, Grader("text", reply, aliases), source_item=f"gen:chat:{i}")
     for i in range(n_arith):

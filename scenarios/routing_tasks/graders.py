@@ -63,13 +63,15 @@ def grade_text(answer: str, expected: str, aliases: tuple[str, ...] = ()) -> boo
     return any(f" {normalise(a)} " in padded for a in (expected, *aliases) if normalise(a))
 
 
-def grade_exact(answer: str, expected: str) -> bool:
-    """The answer, trimmed of spaces, quotes, backticks and one final period, equals the expected text."""
+def grade_exact(answer: str, expected: str, ignore_case: bool = False) -> bool:
+    """The answer, trimmed of spaces, quotes, backticks and one final period, equals the expected
+    text (in any letter case when ignore_case)."""
     text = final_text(answer).strip()
     if text.endswith(".") and not expected.endswith("."):
         text = text[:-1].rstrip()
-    text = text.strip("`\"'").strip()
-    return " ".join(text.split()) == " ".join(expected.split())
+    text = " ".join(text.strip("`\"'").split())
+    expected = " ".join(expected.split())
+    return text.casefold() == expected.casefold() if ignore_case else text == expected
 
 
 def grade(grader: Grader | RoutingTask, answer: str) -> bool:
@@ -80,5 +82,5 @@ def grade(grader: Grader | RoutingTask, answer: str) -> bool:
     if g.type == "text":
         return grade_text(answer, g.answer, g.aliases)
     if g.type == "exact":
-        return grade_exact(answer, g.answer)
+        return grade_exact(answer, g.answer, g.ignore_case)
     raise ValueError(f"unknown grader type {g.type!r}")

@@ -222,18 +222,33 @@ def label_to_file(model: Model, tasks: Sequence[RoutingTask], out: Path, setting
     return len(rows), skipped
 
 
+def _regrade(args: argparse.Namespace) -> int:
+    """--regrade: every recorded run of --out graded again by the current graders."""
+    from scenarios.routing_tasks.labels_file import regrade_file
+
+    try:
+        rows, changed = regrade_file(args.out, load_tasks(args.tasks) if args.tasks else load_tasks())
+    except UserFacingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"regraded {rows} rows of {args.out}: {changed} runs changed their verdict")
+    return 0
+
+
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run routing tasks in every mode and write oracle labels.")
-    parser.add_argument("--model", required=True, help="model name (rein's resolver), e.g. local:qwen2.5-0.5b")
+    parser.add_argument("--model", help="model name (rein's resolver), e.g. local:qwen2.5-0.5b")
     parser.add_argument("--out", type=Path, required=True,
                         help="labels file (JSON Lines); rows are appended, tasks it holds are skipped")
     parser.add_argument("--tasks", type=Path, default=None, help="task file (default: the shipped set)")
     parser.add_argument("--cassettes", type=Path, default=Path("routing_cassettes"), help="cassette folder")
     parser.add_argument("--replay", action="store_true", help="answer from the cassette only; load no model")
+    parser.add_argument("--regrade", action="store_true",
+                        help="grade every run in --out again from its recorded answer (current graders); run nothing")
     parser.add_argument("--split", default=None, help="only this split")
     parser.add_argument("--order", choices=ORDERS, default="stratified",
                         help="stratified (default): any prefix samples every split and kind; file: file order")
@@ -247,6 +262,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--agentic-steps", type=int, default=6)
     args = parser.parse_args(argv)
+    if args.regrade:
+        return _regrade(args)
+    if not args.model:
+        parser.error("--model is required (except with --regrade)")
     if args.temperature > 0 and args.seed is None:
         parser.error("--temperature above 0 needs --seed: a sampled pass must be reproducible from its cassette")
     if args.temperature <= 0 and args.seed is not None:

@@ -123,6 +123,44 @@ def resume(path: Path, model: str, pass_: str = GREEDY) -> ResumeState:
     return ResumeState(frozenset(done), sum(bool(x.strip()) for x in lines), rejected)
 
 
+def regrade_file(path: Path, tasks: Sequence[RoutingTask]) -> tuple[int, int]:
+    """Grade every recorded run of the file again from its answer, with the tasks' current graders.
+
+    Graders get fixed; the answers they judge are recorded, so no model is needed. Each run's
+    success and each row's oracle label are recomputed, everything else is kept as it was, and the
+    file is replaced only once the new one is complete (written beside it, then renamed). Returns
+    the rows read and the runs whose success changed. Do not run it while a labelling run appends.
+    """
+    from agent.routing.oracle import ModeRun, oracle_label
+    from scenarios.routing_tasks.graders import grade
+
+    by_id = {t.id: t for t in tasks}
+    if not path.is_file():
+        raise UserFacingError(f"no such labels file: {path}")
+    resume(path, "", GREEDY)  # repairs a cut-off last line (moved aside), refuses a bad line
+    out: list[str] = []
+    changed = 0
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        task = by_id.get(row["id"])
+        if task is None:
+            raise UserFacingError(f"{path}:{number}: task {row['id']} is not in the task set")
+        for run in row["runs"].values():
+            success = grade(task, run.get("answer", ""))
+            changed += success != bool(run["success"])
+            run["success"] = success
+        row["oracle"] = oracle_label({m: ModeRun(**r) for m, r in row["runs"].items()})
+        out.append(json.dumps(row, ensure_ascii=False))
+    fresh = path.with_name(path.name + ".regrading")
+    fresh.write_text("".join(line + "\n" for line in out), encoding="utf-8")
+    with fresh.open("rb") as f:
+        os.fsync(f.fileno())
+    os.replace(fresh, path)
+    return len(out), changed
+
+
 def append_row(path: Path, row: dict[str, Any]) -> None:
     """Append one row and make it durable before the next task starts."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -138,4 +176,4 @@ def clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-__all__ = ["ORDERS", "ResumeState", "append_row", "clock", "resume", "stratified_order"]
+__all__ = ["ORDERS", "ResumeState", "append_row", "clock", "regrade_file", "resume", "stratified_order"]

@@ -25,6 +25,8 @@ class Grader:
     """The expected value (as text; numbers are parsed)."""
     aliases: tuple[str, ...] = ()
     """Other accepted spellings (text graders)."""
+    ignore_case: bool = False
+    """Exact graders: letter case does not count (for tasks whose instruction is not about case)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ class RoutingTask:
         """JSON-ready form (one line of tasks.jsonl)."""
         out = asdict(self)
         out["grader"]["aliases"] = list(self.grader.aliases)
+        if not self.grader.ignore_case:  # the usual case stays out of the file
+            del out["grader"]["ignore_case"]
         out["tools"] = list(self.tools)
         return out
 
@@ -69,7 +73,7 @@ class RoutingTask:
     def from_json(cls, row: dict[str, Any]) -> RoutingTask:
         """Parse one line of tasks.jsonl."""
         g = row["grader"]
-        grader = Grader(g["type"], str(g["answer"]), tuple(g.get("aliases", ())))
+        grader = Grader(g["type"], str(g["answer"]), tuple(g.get("aliases", ())), bool(g.get("ignore_case", False)))
         fields = {k: v for k, v in row.items() if k not in ("grader", "tools")}
         return cls(grader=grader, tools=tuple(row.get("tools", ())), **fields)
 

@@ -49,6 +49,28 @@ def test_exact_grader_keeps_expected_punctuation() -> None:
     assert not grade(Grader("exact", "river!"), "river")
 
 
+@pytest.mark.parametrize(("answer", "ok"), [
+    ("Candle!", True),
+    ("candle!", True),
+    ("CANDLE!", True),
+    ("Candle", False),
+    ("Candles!", False),
+    ("Candle! Enjoy.", False),
+])
+def test_exact_grader_ignoring_case(answer: str, ok: bool) -> None:
+    assert grade(Grader("exact", "candle!", ignore_case=True), answer) is ok
+    assert not grade(Grader("exact", "CANDLE"), "Candle")  # where case is the instruction, it counts
+
+
+def test_only_the_tasks_not_about_case_ignore_it() -> None:
+    from scenarios.routing_tasks import load_tasks
+
+    formats = [t for t in load_tasks() if t.family == "format"]
+    assert {t.grader.ignore_case for t in formats if "capital letters" in t.query} == {False}
+    assert {t.grader.ignore_case for t in formats if "exclamation mark" in t.query} == {True}
+    assert {t.grader.ignore_case for t in load_tasks() if t.family != "format"} == {False}
+
+
 def test_unknown_grader_type_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown grader"):
         grade(Grader("regex", "x"), "x")  # type: ignore[arg-type]  # an unknown grader type, on purpose

@@ -251,3 +251,35 @@ def test_a_sampled_pass_joins_the_greedy_one_in_the_same_file(tmp_path: Path, ca
         with pytest.raises(SystemExit):
             label_main(["--model", "x", "--out", str(out), *argv])
         assert message in capsys.readouterr().err
+
+
+def test_regrade_recomputes_verdicts_from_the_recorded_answers(tmp_path: Path, capsys) -> None:
+    from dataclasses import replace
+
+    from scenarios.routing_tasks.task import write_tasks
+
+    out, tasks = tmp_path / "labels.jsonl", PICK[::2]  # one task of each family
+    label_to_file(_model([]), tasks, out, model_name="scripted")
+    before = [json.loads(x) for x in out.read_text().splitlines()]
+    # A grader fix: the convert task's gold value changes, so its instant answer is now wrong.
+    convert = next(t for t in tasks if t.family == "convert")
+    fixed = [replace(t, grader=replace(t.grader, answer="-1")) if t is convert else t for t in tasks]
+    write_tasks(fixed, tmp_path / "tasks.jsonl")
+    assert label_main(["--regrade", "--out", str(out), "--tasks", str(tmp_path / "tasks.jsonl")]) == 0
+    assert "regraded 4 rows" in capsys.readouterr().out
+    after = [json.loads(x) for x in out.read_text().splitlines()]
+    for old, new in zip(before, after, strict=True):
+        if old["id"] != convert.id:
+            assert new == old
+            continue
+        assert {m: r["success"] for m, r in new["runs"].items()} == dict.fromkeys(new["runs"], False)
+        assert new["oracle"] == "none" and old["oracle"] == "instant"
+        # everything but the verdicts is kept, latencies included
+        assert [{k: v for k, v in r.items() if k != "success"} for r in new["runs"].values()] == \
+            [{k: v for k, v in r.items() if k != "success"} for r in old["runs"].values()]
+    assert not list(tmp_path.glob("*.regrading"))
+    # a task missing from the set is an error, and the file is left alone
+    write_tasks(fixed[1:], tmp_path / "fewer.jsonl")
+    text = out.read_text()
+    assert label_main(["--regrade", "--out", str(out), "--tasks", str(tmp_path / "fewer.jsonl")]) == 2
+    assert "is not in the task set" in capsys.readouterr().err and out.read_text() == text
