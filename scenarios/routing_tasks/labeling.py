@@ -48,8 +48,9 @@ SYSTEM = "You are a helpful assistant. Answer the user's question."
 class LabelSettings:
     """How each run is made."""
 
-    max_tokens: int = 256
-    """Cap on each model call's output."""
+    max_tokens: int = 512
+    """Cap on each model call's output: the embedded model's own default, so that the labels say
+    what each mode does as shipped (a lower cap cuts reasoning short, which flatters routing)."""
     temperature: float = 0.0
     """Sampling temperature (0: greedy)."""
     seed: int | None = None
@@ -259,8 +260,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="MuSiQue-100 files to build the graph from (default: ../shared/data/musique)")
     parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0: greedy)")
     parser.add_argument("--seed", type=int, default=None, help="sampling seed (needed with --temperature)")
-    parser.add_argument("--max-tokens", type=int, default=256)
-    parser.add_argument("--agentic-steps", type=int, default=6)
+    parser.add_argument("--max-tokens", type=int, default=LabelSettings.max_tokens,
+                        help="cap on each model call's output (default %(default)s, the embedded model's default)")
+    parser.add_argument("--agentic-steps", type=int, default=LabelSettings.agentic_steps,
+                        help="step cap of the agentic mode (default %(default)s)")
     args = parser.parse_args(argv)
     if args.regrade:
         return _regrade(args)
