@@ -71,6 +71,24 @@ def test_only_the_tasks_not_about_case_ignore_it() -> None:
     assert {t.grader.ignore_case for t in load_tasks() if t.family != "format"} == {False}
 
 
+@pytest.mark.parametrize(("answer", "ok"), [
+    ("Therefore, the number of small bags John can make is \\(\\boxed{90}\\) bags of 10 M&M.", True),
+    ("<answer>90</answer> (from 900 M&M in bags of 10)", True),
+    ("<final answer>The answer is 90.</final answer>", True),
+    ("So it is \\boxed{89}. Check: 2 + 88 = 90", False),  # the marked answer is what counts
+    ("<answer>35</answer> ... or maybe 90", False),
+    ("<answer> </answer> 9 bags, so 90", True),  # an empty mark is no mark
+])
+def test_a_marked_final_answer_is_what_the_number_grader_reads(answer: str, ok: bool) -> None:
+    assert grade(Grader("number", "90"), answer) is ok
+
+
+def test_a_marked_final_answer_is_what_the_text_grader_reads() -> None:
+    long = "Let me think about who could be the oldest. " * 10
+    assert grade(Grader("text", "Cleo"), long + "<final answer>Cleo</final answer>")
+    assert not grade(Grader("text", "Cleo"), "Cleo is older than Fay. <answer>Fay</answer>")
+
+
 def test_unknown_grader_type_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown grader"):
         grade(Grader("regex", "x"), "x")  # type: ignore[arg-type]  # an unknown grader type, on purpose
