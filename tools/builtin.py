@@ -66,7 +66,11 @@ def evaluate_arithmetic(expression: str) -> float:
                 raise ToolError("division by zero") from None
         if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
             return _UNARY[type(node.op)](ev(node.operand))
-        raise ToolError(f"unsupported element in expression: {ast.dump(node)[:60]}")
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitXor):
+            # Calculators write powers with ^; say so instead of naming an AST node.
+            raise ToolError("'^' is not a power here: write powers with ** (for example 2 ** 10)")
+        part = ast.get_source_segment(expression, node) or type(node).__name__
+        raise ToolError(f"not arithmetic: {part[:60]!r}; use numbers, + - * / // % ** and parentheses")
 
     return ev(tree)
 

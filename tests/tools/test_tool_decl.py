@@ -264,3 +264,9 @@ def test_calculate_is_safe() -> None:
     for hostile in ["__import__('os')", "2 ** 10000", "[1][0]", "1/0"]:
         with pytest.raises(ToolError):
             evaluate_arithmetic(hostile)
+    with pytest.raises(ToolError, match=r"^not arithmetic: \"__import__\('os'\)\"; use numbers, \+ - \* / // % \*\* and"):
+        evaluate_arithmetic("__import__('os')")
+    # '^' is how calculators write powers: the error says what to write instead.
+    with pytest.raises(ToolError, match=r"'\^' is not a power here: write powers with \*\*"):
+        evaluate_arithmetic("67495912^3")
+    assert evaluate_arithmetic("67495912 ** 3") == 67495912**3
