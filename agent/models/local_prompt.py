@@ -24,6 +24,7 @@ import functools
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -127,39 +128,51 @@ def grammar_for(schema: dict[str, Any]) -> str:
 _LOOSE_KEYS = ("pattern", "format", "not", "if", "then", "else", "dependentSchemas")
 
 
+def _rewrite(schema: Any, node: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+    """The schema with `node` applied to every object in it, innermost first. The names under
+    `properties` are data, not keywords, so `node` never sees that mapping itself."""
+    if isinstance(schema, dict):
+        out = {key: {name: _rewrite(sub, node) for name, sub in value.items()}
+               if key == "properties" and isinstance(value, dict) else _rewrite(value, node)
+               for key, value in schema.items()}
+        return node(out)
+    if isinstance(schema, list):
+        return [_rewrite(v, node) for v in schema]
+    return schema
+
+
 def _loosen(schema: Any) -> Any:
     """The schema without the keywords llama.cpp's converter is pickiest about (regex patterns...)."""
-    if isinstance(schema, dict):
-        out: dict[str, Any] = {}
-        for key, value in schema.items():
-            if key == "properties" and isinstance(value, dict):  # names here are data, not keywords
-                out[key] = {name: _loosen(sub) for name, sub in value.items()}
-            elif key not in _LOOSE_KEYS:
-                out[key] = _loosen(value)
-        return out
-    if isinstance(schema, list):
-        return [_loosen(v) for v in schema]
-    return schema
+    return _rewrite(schema, lambda d: {k: v for k, v in d.items() if k not in _LOOSE_KEYS})
 
 
 MAX_ENUM_RANGE = 256
 """Bounded integers with at most this many values are written as an enum in the grammar."""
+_BOUND_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 
 def _integer_bounds(schema: dict[str, Any]) -> tuple[int, int] | None:
     """The inclusive range of an integer schema bounded at both ends (None if it is not, or empty)."""
-
-    def number(key: str) -> float | None:
-        value = schema.get(key)
-        return value if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-    lows = [math.ceil(v) for v in [number("minimum")] if v is not None]
-    lows += [math.floor(v) + 1 for v in [number("exclusiveMinimum")] if v is not None]
-    highs = [math.floor(v) for v in [number("maximum")] if v is not None]
-    highs += [math.ceil(v) - 1 for v in [number("exclusiveMaximum")] if v is not None]
+    given = {k: v for k in _BOUND_KEYS
+             if isinstance(v := schema.get(k), int | float) and not isinstance(v, bool)}
+    lows = [math.ceil(given["minimum"])] if "minimum" in given else []
+    if "exclusiveMinimum" in given:
+        lows.append(math.floor(given["exclusiveMinimum"]) + 1)
+    highs = [math.floor(given["maximum"])] if "maximum" in given else []
+    if "exclusiveMaximum" in given:
+        highs.append(math.ceil(given["exclusiveMaximum"]) - 1)
     if not lows or not highs or max(lows) > min(highs):
         return None
     return max(lows), min(highs)
+
+
+def _as_enum(node: dict[str, Any]) -> dict[str, Any]:
+    """An integer schema of a small bounded range as the enum of its values; any other unchanged."""
+    bounds = _integer_bounds(node) if node.get("type") == "integer" and "enum" not in node else None
+    if bounds is None or bounds[1] - bounds[0] >= MAX_ENUM_RANGE:
+        return node
+    rest = {k: v for k, v in node.items() if k != "type" and k not in _BOUND_KEYS}
+    return {**rest, "enum": list(range(bounds[0], bounds[1] + 1))}
 
 
 def _bounded_integers(schema: Any) -> Any:
@@ -168,22 +181,7 @@ def _bounded_integers(schema: Any) -> Any:
     llama.cpp's converter ignores minimum and maximum, so a grammar for `k: integer (1-20)` lets
     a small model keep writing digits (`"k": 1000000000000000`) and then relay the tool's range
     error as its answer; as an enum, the grammar admits only the values the tool accepts."""
-    if isinstance(schema, dict):
-        out: dict[str, Any] = {}
-        for key, value in schema.items():
-            if key == "properties" and isinstance(value, dict):  # names here are data, not keywords
-                out[key] = {name: _bounded_integers(sub) for name, sub in value.items()}
-            else:
-                out[key] = _bounded_integers(value)
-        bounds = _integer_bounds(out) if out.get("type") == "integer" and "enum" not in out else None
-        if bounds is not None and bounds[1] - bounds[0] < MAX_ENUM_RANGE:
-            rest = {k: v for k, v in out.items()
-                    if k not in ("type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")}
-            return {**rest, "enum": list(range(bounds[0], bounds[1] + 1))}
-        return out
-    if isinstance(schema, list):
-        return [_bounded_integers(v) for v in schema]
-    return schema
+    return _rewrite(schema, _as_enum)
 
 
 def _argument_schemas(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import UserFacingError
-from agent.routing.oracle import GREEDY
+from agent.routing.oracle import GREEDY, ModeRun, oracle_label
+from scenarios.routing_tasks.graders import grade
 from scenarios.routing_tasks.task import RoutingTask
 
 ORDERS = ("stratified", "file")
@@ -131,9 +132,6 @@ def regrade_file(path: Path, tasks: Sequence[RoutingTask]) -> tuple[int, int]:
     file is replaced only once the new one is complete (written beside it, then renamed). Returns
     the rows read and the runs whose success changed. Do not run it while a labelling run appends.
     """
-    from agent.routing.oracle import ModeRun, oracle_label
-    from scenarios.routing_tasks.graders import grade
-
     by_id = {t.id: t for t in tasks}
     if not path.is_file():
         raise UserFacingError(f"no such labels file: {path}")
