@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
+from agent.file_lock import exclusive
 from agent.messages import ModelRequest, ModelResponse
 from agent.models.base import Model, ModelError
 
@@ -66,11 +67,16 @@ class CassetteModel(Model):
         async with self._lock:
             self._entries[key] = response
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as f:
+            # Locked: labelling shards in other processes append to the same cassette.
+            with self.path.open("a", encoding="utf-8") as f, exclusive(f):
                 f.write(json.dumps({"key": key, "response": response.model_dump(mode="json")}) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
         return response
+
+    def keys(self) -> frozenset[str]:
+        """The request keys the cassette holds an answer for."""
+        return frozenset(self._entries)
 
     async def aclose(self) -> None:
         if self.inner is not None:

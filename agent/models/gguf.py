@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from agent.file_lock import exclusive
 from agent.models.base import ModelError
 
 _CHUNK = 4 * 1024 * 1024
@@ -227,19 +228,11 @@ def verify_file(path: Path, sha256: str, *, full: bool = False) -> bool:
 
 @contextlib.contextmanager
 def _build_lock(dest: Path) -> Iterator[None]:
-    """Serialise builders of one file across processes, so only one joins the parts."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: atomic rename alone keeps the file whole
-        yield
-        return
+    """Serialise builders of one file across processes, so only one joins the parts (on Windows,
+    without locks, atomic rename alone keeps the file whole)."""
     lock_path = dest.with_name(dest.name + ".lock")
-    with lock_path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with lock_path.open("a") as handle, exclusive(handle):
+        yield
 
 
 def assemble(

@@ -9,10 +9,14 @@ graded. A row per task and pass (see agent.routing.oracle) records success, toke
 each mode and the oracle label; reading the file merges a task's passes. One file holds every
 pass: run the command once greedy and once more with a seed, on the same --out.
 Model calls go through a CassetteModel (DIR/<model>.jsonl); with --replay no model is loaded and
-the cassette alone answers, so labels and the benchmark are recomputed without the model.
+the cassette alone answers, so labels and the benchmark are recomputed without the model;
+--verify recomputes every row of the file that way and compares (verify.py), --prune then keeps
+only the cassette calls the rows use.
 
 The run is resumable: each row is appended to --out (flushed) as soon as the task's three modes
-are done, and a rerun skips the tasks --out already holds for the model (labels_file.py). By
+are done, and a rerun skips the tasks --out already holds for the model (labels_file.py). Runs of
+one model can share the work: `--shard 1/2` and `--shard 2/2` at once take alternate tasks and
+append to the same --out and cassette, each append under a file lock. By
 default tasks run in a stratified order, so any prefix of a run samples every split and kind.
 Retrieval tasks need a graph over the MuSiQue corpus: `--graph DIR` loads it, or builds it into
 DIR when DIR is empty (graph.py); without --graph they are skipped.
@@ -223,6 +227,14 @@ def label_to_file(model: Model, tasks: Sequence[RoutingTask], out: Path, setting
     return len(rows), skipped
 
 
+def shard(text: str) -> tuple[int, int]:
+    """Parse --shard K/N (1 <= K <= N)."""
+    k, sep, n = text.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, e.g. 1/2; got {text!r}")
+    return int(k), int(n)
+
+
 def _regrade(args: argparse.Namespace) -> int:
     """--regrade: every recorded run of --out graded again by the current graders."""
     from scenarios.routing_tasks.labels_file import regrade_file
@@ -234,6 +246,26 @@ def _regrade(args: argparse.Namespace) -> int:
         return 2
     print(f"regraded {rows} rows of {args.out}: {changed} runs changed their verdict")
     return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    """--verify: every row of --model recomputed from the cassette alone and compared."""
+    from scenarios.routing_tasks.verify import verify_labels
+
+    try:
+        tasks = load_tasks(args.tasks) if args.tasks else load_tasks()
+        if args.graph is not None:
+            ensure_graph(args.graph, args.musique_dir)
+        settings = LabelSettings(max_tokens=args.max_tokens, agentic_steps=args.agentic_steps, graph_dir=args.graph)
+        report = verify_labels(args.out, cassette_path(args.cassettes, args.model), args.model, tasks, settings,
+                               prune=args.prune)
+    except UserFacingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report.summary())
+    if report.differ and args.prune:
+        print("the cassette was not pruned: not every row matched", file=sys.stderr)
+    return 1 if report.differ else 0
 
 
 def _stderr(line: str) -> None:
@@ -250,9 +282,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replay", action="store_true", help="answer from the cassette only; load no model")
     parser.add_argument("--regrade", action="store_true",
                         help="grade every run in --out again from its recorded answer (current graders); run nothing")
+    parser.add_argument("--verify", action="store_true",
+                        help="recompute every row of --model in --out from the cassette (no model) and compare")
+    parser.add_argument("--prune", action="store_true",
+                        help="with --verify: when every row matches, keep only the cassette calls the rows use")
     parser.add_argument("--split", default=None, help="only this split")
     parser.add_argument("--order", choices=ORDERS, default="stratified",
                         help="stratified (default): any prefix samples every split and kind; file: file order")
+    parser.add_argument("--shard", type=shard, default=None, metavar="K/N",
+                        help="only every N-th task from the K-th (after --order): run shards 1/N … N/N at once, "
+                             "one per core, on the same --out and --cassettes")
     parser.add_argument("--limit", type=int, default=None, help="only the first N tasks (after --split and --order)")
     parser.add_argument("--graph", default=None,
                         help="graph folder for retrieval tasks; built there from the MuSiQue files when empty")
@@ -269,6 +308,10 @@ def main(argv: list[str] | None = None) -> int:
         return _regrade(args)
     if not args.model:
         parser.error("--model is required (except with --regrade)")
+    if args.prune and not args.verify:
+        parser.error("--prune goes with --verify: a cassette is pruned only after its rows are recomputed from it")
+    if args.verify:
+        return _verify(args)
     if args.temperature > 0 and args.seed is None:
         parser.error("--temperature above 0 needs --seed: a sampled pass must be reproducible from its cassette")
     if args.temperature <= 0 and args.seed is not None:
@@ -277,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         tasks = load_tasks(args.tasks, args.split) if args.tasks else load_tasks(split=args.split)
         if args.order == "stratified":
             tasks = stratified_order(tasks)
+        if args.shard is not None:
+            k, n = args.shard
+            tasks = tasks[k - 1 :: n]
         tasks = tasks[: args.limit]
         if args.graph is not None and any("retrieval" in t.tools for t in tasks):
             ensure_graph(args.graph, args.musique_dir)

@@ -23,9 +23,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from agent.errors import UserFacingError
+from agent.file_lock import exclusive
 from agent.routing.oracle import GREEDY, ModeRun, oracle_label
 from scenarios.routing_tasks.graders import grade
 from scenarios.routing_tasks.task import RoutingTask
@@ -84,7 +85,15 @@ def resume(path: Path, model: str, pass_: str = GREEDY) -> ResumeState:
         return ResumeState(frozenset(), 0)
     if not path.is_file():
         raise UserFacingError(f"--out {path} exists and is not a file")
-    raw = path.read_bytes()
+    # Under the lock appends take: a shard in another process may be writing its row right now,
+    # and a half-written row of a live writer is not a cut-off one.
+    with path.open("a+b") as f, exclusive(f):
+        f.seek(0)
+        return _read_and_repair(path, f, model, pass_)
+
+
+def _read_and_repair(path: Path, f: BinaryIO, model: str, pass_: str) -> ResumeState:
+    raw = f.read()
     lines = raw.split(b"\n")
     tail = lines.pop()  # the bytes after the last newline: b"" when the file ends cleanly
     done: set[str] = set()
@@ -108,17 +117,15 @@ def resume(path: Path, model: str, pass_: str = GREEDY) -> ResumeState:
         except (json.JSONDecodeError, UnicodeDecodeError):
             item = None
         if _row_ok(item):
-            with path.open("ab") as f:
-                f.write(b"\n")
+            f.write(b"\n")
             lines.append(tail)
             if _ours(item, model, pass_):
                 done.add(item["id"])
         else:
             rejected = tail.decode("utf-8", errors="replace")
-            with Path(f"{path}.rejected").open("ab") as f:
-                f.write(tail + b"\n")
-            with path.open("r+b") as f:
-                f.truncate(len(raw) - len(tail))
+            with Path(f"{path}.rejected").open("ab") as aside:
+                aside.write(tail + b"\n")
+            f.truncate(len(raw) - len(tail))
             print(f"{path}: its last line was cut off mid-write ({len(tail)} bytes); moved it to {path}.rejected "
                   "and will run that task again", file=sys.stderr)
     return ResumeState(frozenset(done), sum(bool(x.strip()) for x in lines), rejected)
@@ -162,7 +169,7 @@ def regrade_file(path: Path, tasks: Sequence[RoutingTask]) -> tuple[int, int]:
 def append_row(path: Path, row: dict[str, Any]) -> None:
     """Append one row and make it durable before the next task starts."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as f:
+    with path.open("a", encoding="utf-8") as f, exclusive(f):
         f.write(json.dumps(row, ensure_ascii=False) + "\n")
         f.flush()
         os.fsync(f.fileno())

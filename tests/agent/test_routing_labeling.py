@@ -283,3 +283,114 @@ def test_regrade_recomputes_verdicts_from_the_recorded_answers(tmp_path: Path, c
     text = out.read_text()
     assert label_main(["--regrade", "--out", str(out), "--tasks", str(tmp_path / "fewer.jsonl")]) == 2
     assert "is not in the task set" in capsys.readouterr().err and out.read_text() == text
+
+
+def _recorded(tmp_path: Path, tasks: list, settings=None) -> tuple[Path, Path]:
+    """Label `tasks` with the scripted model through a recording cassette, as the real runs do."""
+    from agent.models import CassetteModel
+    from scenarios.routing_tasks.labeling import LabelSettings, cassette_path
+
+    out, cassettes = tmp_path / "labels.jsonl", tmp_path / "cassettes"
+    model = CassetteModel(cassette_path(cassettes, "scripted"), _model([]), mode="auto")
+    label_to_file(model, tasks, out, settings or LabelSettings(), model_name="scripted")
+    return out, cassette_path(cassettes, "scripted")
+
+
+def _verify(tmp_path: Path, out: Path, *extra: str) -> int:
+    return label_main(["--verify", "--model", "scripted", "--out", str(out), "--tasks", str(_tasks_file(tmp_path)),
+                       "--cassettes", str(tmp_path / "cassettes"), *extra])
+
+
+def test_verify_recomputes_every_row_from_the_cassette_and_prune_keeps_only_used_calls(tmp_path: Path, capsys) -> None:
+    from scenarios.routing_tasks.labeling import LabelSettings
+
+    out, cassette = _recorded(tmp_path, PICK[:3])
+    # the sampled pass replays with its own temperature and seed (they are part of each call's key)
+    _recorded(tmp_path, PICK[:3], LabelSettings(temperature=0.7, seed=1))
+    used = cassette.read_text().splitlines()
+    # calls of a run that was cut off and redone: in the cassette, used by no row
+    stale = [json.dumps({"key": f"{i:064x}", "response": json.loads(used[0])["response"]}) for i in range(3)]
+    cassette.write_text("\n".join([*stale[:2], *used, stale[2]]) + "\n")
+
+    assert _verify(tmp_path, out) == 0
+    report = capsys.readouterr().out
+    assert f"6/6 rows recomputed identical from the cassette ({len(used)} of its {len(used) + 3} calls used)" in report
+    assert cassette.read_text().splitlines()[:2] == stale[:2]  # without --prune nothing is rewritten
+
+    assert _verify(tmp_path, out, "--prune") == 0
+    assert "pruned the cassette" in capsys.readouterr().out
+    assert cassette.read_text().splitlines() == used
+    assert _verify(tmp_path, out) == 0
+    assert f"({len(used)} of its {len(used)} calls used)" in capsys.readouterr().out
+
+
+def test_verify_names_rows_that_differ_and_then_refuses_to_prune(tmp_path: Path, capsys) -> None:
+    out, cassette = _recorded(tmp_path, PICK[:3])
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    rows[1]["runs"]["reasoning"]["answer"] = "edited by hand"
+    rows[1]["runs"]["reasoning"]["latency_s"] = 99.0  # wall times alone never count as a difference
+    rows[2]["runs"]["instant"]["latency_s"] = 99.0
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    entries = cassette.read_text().splitlines()
+    cassette.write_text("".join(line + "\n" for line in entries[1:]))  # the first task's first call is lost
+
+    text = cassette.read_text()
+    assert _verify(tmp_path, out, "--prune") == 1
+    captured = capsys.readouterr()
+    assert "1/3 rows recomputed identical" in captured.out
+    assert f"{rows[0]['id']} (greedy): differs in instant.answer" in captured.out
+    assert "(1 of its calls are not in the cassette)" in captured.out
+    assert f"{rows[1]['id']} (greedy): differs in reasoning.answer" in captured.out
+    assert "not pruned" in captured.err and cassette.read_text() == text
+
+
+def test_verify_errors_are_clear(tmp_path: Path, capsys) -> None:
+    out, _ = _recorded(tmp_path, PICK[:1])
+    assert label_main(["--verify", "--model", "other", "--out", str(out), "--tasks", str(_tasks_file(tmp_path)),
+                       "--cassettes", str(tmp_path / "cassettes")]) == 2
+    assert "no cassette at" in capsys.readouterr().err
+    assert _verify(tmp_path, tmp_path / "missing.jsonl") == 2
+    assert "no such labels file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        label_main(["--prune", "--model", "scripted", "--out", str(out)])
+    assert "--prune goes with --verify" in capsys.readouterr().err
+
+
+def test_shards_run_at_once_share_one_labels_file_and_one_cassette(tmp_path: Path) -> None:
+    import subprocess
+
+    tasks, out, cassettes = _tasks_file(tmp_path), tmp_path / "labels.jsonl", tmp_path / "cassettes"
+    argv = [sys.executable, "-m", "scenarios.routing_tasks.labeling", "--model", "echo", "--tasks", str(tasks),
+            "--out", str(out), "--cassettes", str(cassettes)]
+    shards = [subprocess.Popen([*argv, "--shard", f"{k}/3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+              for k in (1, 2, 3)]
+    for proc in shards:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err.decode()
+    ids = [json.loads(x)["id"] for x in out.read_text().splitlines()]
+    assert sorted(ids) == sorted(t.id for t in PICK)  # each task once, every line whole
+    assert label_main([*argv[3:], "--verify"]) == 0  # the shared cassette answers every row's calls
+    with pytest.raises(SystemExit):
+        label_main([*argv[3:], "--shard", "3/2"])
+
+
+def test_resume_waits_for_a_row_being_appended_instead_of_cutting_it_off(tmp_path: Path) -> None:
+    import threading
+
+    from agent.file_lock import exclusive
+
+    out = tmp_path / "labels.jsonl"
+    label_to_file(_model([]), PICK[:1], out, model_name="scripted")
+    row = out.read_text().splitlines()[0].replace(PICK[0].id, PICK[1].id)
+    seen: list = []
+    with out.open("a", encoding="utf-8") as f, exclusive(f):  # another shard, mid-append
+        f.write(row[:40])
+        f.flush()
+        reader = threading.Thread(target=lambda: seen.append(resume(out, "scripted")))
+        reader.start()
+        reader.join(0.5)
+        assert reader.is_alive()  # it waits for the lock rather than reading half a row
+        f.write(row[40:] + "\n")
+    reader.join(10)
+    assert seen[0].done == {PICK[0].id, PICK[1].id} and seen[0].rejected is None
+    assert not (tmp_path / "labels.jsonl.rejected").exists()

@@ -1,0 +1,173 @@
+"""Recompute a labels file from its cassette with no model, and prune the cassette to what it uses.
+
+    python -m scenarios.routing_tasks.labeling --verify --model NAME --out labels.jsonl \
+        --cassettes DIR --graph DIR [--prune]
+
+Every row of the model is labelled again from the cassette alone (replay: a call the cassette
+lacks is an error) with the pass's own sampling settings, and the new row must equal the stored
+one, wall times aside. That is the claim the cassettes make (labels and benchmark recomputable
+without the model), checked rather than assumed. `--prune` then rewrites the cassette keeping the
+calls the rows used: calls of runs that were cut off and redone, or of rows since relabelled, are
+dead weight in a shipped file. The cassette is only rewritten when every row verified, and it is
+replaced atomically (written beside it, then renamed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from agent.errors import UserFacingError
+from agent.messages import ModelRequest, ModelResponse
+from agent.models import CassetteModel
+from agent.models.cassette import request_key
+from agent.routing.oracle import GREEDY
+
+_SAMPLED = re.compile(r"t(?P<temperature>[0-9.e+-]+)-seed(?P<seed>-?\d+)")
+
+
+class _KeyRecorder(CassetteModel):
+    """A replaying cassette that remembers which entries were asked for, and which it lacked."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, mode="replay")
+        self.used: set[str] = set()
+        self.lacked = 0
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        key = request_key(request)
+        self.used.add(key)
+        # The runtime turns a model error into the run's termination, so count it here to say why.
+        self.lacked += key not in self.keys()
+        return await super().complete(request)
+
+
+@dataclass
+class VerifyReport:
+    """What a verification found."""
+
+    rows: int = 0
+    """Rows of the model recomputed."""
+    same: int = 0
+    """Rows recomputed identical to the stored ones (wall times aside)."""
+    differ: list[str] = field(default_factory=list)
+    """One line per row that came out different, or could not be replayed."""
+    entries: int = 0
+    """Entries in the cassette."""
+    used: int = 0
+    """Entries the rows asked for."""
+    pruned: bool = False
+    """Whether the cassette was rewritten with only the used entries."""
+
+    def summary(self) -> str:
+        """Human-readable result."""
+        lines = [f"{self.same}/{self.rows} rows recomputed identical from the cassette "
+                 f"({self.used} of its {self.entries} calls used)"]
+        lines += [f"  {d}" for d in self.differ]
+        if self.pruned:
+            lines.append(f"pruned the cassette to the {self.used} calls used")
+        return "\n".join(lines)
+
+
+def settings_of(pass_: str, base: Any) -> Any:
+    """The LabelSettings of a pass name ('greedy' or e.g. 't0.7-seed1'), the rest from `base`."""
+    if pass_ == GREEDY:
+        return replace(base, temperature=0.0, seed=None)
+    match = _SAMPLED.fullmatch(pass_)
+    if match is None:
+        raise UserFacingError(f"unknown labelling pass {pass_!r}: expected 'greedy' or e.g. 't0.7-seed1'")
+    return replace(base, temperature=float(match["temperature"]), seed=int(match["seed"]))
+
+
+def comparable(row: dict[str, Any]) -> dict[str, Any]:
+    """A row without its wall times, the one field two runs of the same calls may differ in."""
+    out = json.loads(json.dumps(row))
+    out.setdefault("pass", GREEDY)
+    for run in out.get("runs", {}).values():
+        run.pop("latency_s", None)
+    return out
+
+
+def _differences(stored: dict[str, Any], fresh: dict[str, Any]) -> str:
+    """Which fields differ, briefly."""
+    keys = sorted(k for k in stored.keys() | fresh.keys() if k != "runs" and stored.get(k) != fresh.get(k))
+    for mode in sorted(stored.get("runs", {}).keys() | fresh.get("runs", {}).keys()):
+        old, new = stored["runs"].get(mode, {}), fresh["runs"].get(mode, {})
+        keys += [f"{mode}.{k}" for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
+    return ", ".join(keys)
+
+
+def verify_labels(out: Path, cassette: Path, model: str, tasks: Sequence[Any], settings: Any,
+                  prune: bool = False) -> VerifyReport:
+    """Recompute every row of `model` in `out` from `cassette`; prune the cassette if asked and all match."""
+    from scenarios.routing_tasks.labeling import label_tasks
+
+    if not out.is_file():
+        raise UserFacingError(f"no such labels file: {out}")
+    if not cassette.is_file():
+        raise UserFacingError(f"no cassette at {cassette} (give the --cassettes folder the labels were made with)")
+    by_id = {t.id: t for t in tasks}
+    stored: list[dict[str, Any]] = []
+    for number, line in enumerate(out.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserFacingError(f"{out}:{number}: not JSON ({exc.msg})") from None
+        if row.get("model") == model:
+            stored.append(row)
+    if not stored:
+        raise UserFacingError(f"{out} holds no rows of {model}")
+    recorder = _KeyRecorder(cassette)
+    report = VerifyReport(rows=len(stored), entries=len(recorder.keys()))
+    for row in stored:
+        task = by_id.get(row["id"])
+        label = f"{row['id']} ({row.get('pass', GREEDY)})"
+        if task is None:
+            report.differ.append(f"{label}: not in the task set")
+            continue
+        lacked = recorder.lacked
+        fresh, _ = asyncio.run(label_tasks(recorder, [task], settings_of(row.get("pass", GREEDY), settings),
+                                           model_name=model))
+        lacked = recorder.lacked - lacked
+        if not fresh:
+            report.differ.append(f"{label}: skipped (its tools are not available: give --graph)")
+            continue
+        old, new = comparable(row), comparable(fresh[0].as_json())
+        if old == new:
+            report.same += 1
+        else:
+            why = f" ({lacked} of its calls are not in the cassette)" if lacked else ""
+            report.differ.append(f"{label}: differs in {_differences(old, new)}{why}")
+    report.used = len(recorder.used & recorder.keys())
+    if prune and not report.differ:
+        _prune(cassette, recorder.used)
+        report.pruned = True
+    return report
+
+
+def _prune(cassette: Path, keep: set[str]) -> None:
+    """Rewrite the cassette with only the entries in `keep`, in their order, first copy of each."""
+    lines, seen = [], set()
+    for line in cassette.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        key = json.loads(line)["key"]
+        if key in keep and key not in seen:
+            seen.add(key)
+            lines.append(line)
+    fresh = cassette.with_name(cassette.name + ".pruning")
+    fresh.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    with fresh.open("rb") as f:
+        os.fsync(f.fileno())
+    os.replace(fresh, cassette)
+
+
+__all__ = ["VerifyReport", "comparable", "settings_of", "verify_labels"]
