@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="oracle eval: only this labelling pass (greedy, t0.7-seed1, …; repeat for several; "
                         "default: every pass, merged)")
     parser.add_argument("--samples", type=int, default=1000, help="oracle eval: bootstrap resamples (default 1000)")
-    parser.add_argument("--threshold", type=float, default=0.8, help="cost router: success threshold (default 0.8)")
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="cost router: success threshold (default: the one tuned with the weights, else 0.8)")
     parser.add_argument("--weights", type=Path, default=None, help="offline/cost router: weights file (default: shipped)")
     parser.add_argument("--oracle-weights", type=Path, default=None,
                         help="oracle eval: router trained on oracle labels (default agent/routing/data/oracle_router.npz)")
@@ -186,6 +187,8 @@ def _compare_all(args: argparse.Namespace, rows: list[Any]) -> tuple[dict[str, l
         routed["offline-oracle"] = [m["mode"] for m in asyncio.run(_route_all(trained, queries, "offline"))]
         cost = CostAwareRouter(threshold=args.threshold, router=trained)
         routed["cost-oracle"] = [m["mode"] for m in asyncio.run(_route_all(cost, queries, "cost"))]
+        tuned = "" if args.threshold is not None else " (tuned on the validation split)"
+        notes.append(f"cost-oracle threshold {cost.threshold:g}{tuned}")
     else:
         notes.append(f"no oracle-label router at {oracle_weights}: train one with "
                      "`python -m agent.routing.train --labels FILE`")

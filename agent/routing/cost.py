@@ -51,6 +51,10 @@ DEFAULT_MODE_COSTS: dict[str, ModeCost] = {
 }
 
 
+DEFAULT_THRESHOLD = 0.8
+"""The threshold of weights that carry no tuned one."""
+
+
 def default_success() -> dict[str, dict[str, float]]:
     """success[m][l]: chance that mode m solves a query that needs mode l (1 if m is not cheaper)."""
     return {m: {need: 1.0 if MODES.index(m) >= MODES.index(need) else 0.0 for need in MODES} for m in MODES}
@@ -60,8 +64,9 @@ def default_success() -> dict[str, dict[str, float]]:
 class CostAwareRouter:
     """Picks the cheapest mode whose predicted success is at least `threshold`."""
 
-    threshold: float = 0.8
-    """Predicted success a mode must reach; when none does, the most likely to succeed wins."""
+    threshold: float | None = None
+    """Predicted success a mode must reach; when none does, the most likely to succeed wins. By
+    default the one tuned with the weights (oracle-label weights), else DEFAULT_THRESHOLD."""
     costs: Mapping[str, ModeCost | Mapping[str, float]] | None = None
     """Cost per mode (ModeCost or {"input_tokens", "output_tokens"}); by default the costs measured with
     the weights (oracle-label weights), else DEFAULT_MODE_COSTS."""
@@ -82,15 +87,21 @@ class CostAwareRouter:
     """Policy name."""
     _mode_costs: dict[str, ModeCost] = field(init=False, repr=False, default_factory=dict)
     """`costs` with every entry a ModeCost (built in __post_init__)."""
+    _threshold: float = field(init=False, repr=False, default=DEFAULT_THRESHOLD)
+    """`threshold` resolved (set in __post_init__)."""
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"threshold must be between 0 and 1, got {self.threshold}")
         if self.unit not in ("tokens", "usd"):
             raise ValueError(f"unit must be 'tokens' or 'usd', got {self.unit!r}")
-        # Weights trained on oracle labels carry the success matrix and mode costs measured with them
-        # (agent/routing/oracle_train.py); the shipped source-label weights carry neither.
+        # Weights trained on oracle labels carry the success matrix, mode costs and threshold measured
+        # with them (agent/routing/oracle_train.py); the shipped source-label weights carry none.
         meta = self._router().weights.meta if self.router is not None or self.weights is not None else {}
+        if self.threshold is None:
+            tuned = meta.get("threshold")
+            self.threshold = DEFAULT_THRESHOLD if tuned is None else float(tuned)
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"threshold must be between 0 and 1, got {self.threshold}")
+        self._threshold = self.threshold
         if self.success is None and meta.get("success"):
             self.success = meta["success"]
         raw = self.costs if self.costs is not None else meta.get("mode_costs") or DEFAULT_MODE_COSTS
@@ -122,12 +133,12 @@ class CostAwareRouter:
         predicted = self.predicted_success(needs)
         by_cost = sorted(MODES, key=lambda m: (self.cost_of(m), MODES.index(m)))
         for mode in by_cost:
-            if predicted[mode] >= self.threshold:
+            if predicted[mode] >= self._threshold:
                 reason = (f"cost-aware: cheapest mode with predicted success {predicted[mode]:.2f} >= "
-                          f"{self.threshold:.2f} ({self.cost_of(mode):.4g} {self.unit})")
+                          f"{self._threshold:.2f} ({self.cost_of(mode):.4g} {self.unit})")
                 return ModeDecision(mode, reason=reason, scores=predicted)
         best = max(by_cost, key=lambda m: predicted[m])  # stable: the cheaper mode wins ties
-        return ModeDecision(best, reason=f"cost-aware: no mode reaches {self.threshold:.2f}; most likely to succeed",
+        return ModeDecision(best, reason=f"cost-aware: no mode reaches {self._threshold:.2f}; most likely to succeed",
                             scores=predicted)
 
     def _router(self) -> OfflineRouter:
@@ -162,4 +173,4 @@ class CostAwareRouter:
         return await self.route(last_user_text(ctx))
 
 
-__all__ = ["DEFAULT_MODE_COSTS", "CostAwareRouter", "ModeCost", "default_success"]
+__all__ = ["DEFAULT_MODE_COSTS", "DEFAULT_THRESHOLD", "CostAwareRouter", "ModeCost", "default_success"]

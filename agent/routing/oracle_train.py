@@ -14,6 +14,11 @@ m solved, which the cost-aware policy uses as P(success | run in m, needs l), an
 split the mean tokens of each mode. Both are stored in the weights' metadata, so
 `CostAwareRouter(weights=PATH)` uses them. A cell with few tasks is pulled toward the default
 (1 when m is not cheaper than l, else 0) by one pseudo-task, so an empty column is the default.
+
+The cost-aware policy's threshold is chosen on the validation split too (`tune_threshold`): the
+value whose routed tokens per correct answer are lowest among those whose routed accuracy is
+within `ACCURACY_SLACK` of the best fixed mode's, A²FM's aim (about the same accuracy, for less).
+The test split is never looked at.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ from agent.routing.router_eval import LabeledQuery
 ORACLE_WEIGHTS = DATA_DIR / "oracle_router.npz"
 """Default output of training on oracle labels (the source-label router stays offline_router.npz)."""
 NonePolicy = Literal["drop", "cheapest"]
+ACCURACY_SLACK = 0.02
+"""How far below the best fixed mode's accuracy a tuned threshold may route (issue 15's 2 points)."""
+THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))
+"""The thresholds tried: 0.05 … 0.95."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,46 @@ def mode_costs(rows: Sequence[OracleRow]) -> dict[str, ModeCost]:
     return out
 
 
+@dataclass(frozen=True)
+class ThresholdTrial:
+    """The cost-aware policy at one threshold, replayed on recorded runs."""
+
+    threshold: float
+    """The threshold tried."""
+    accuracy: float
+    """Share of tasks whose routed mode succeeded (pass rates where a task has several passes)."""
+    tokens_per_pass: float
+    """Tokens of the routed runs over the tasks solved (inf when none is)."""
+
+
+def replay_policy(picks: Sequence[str], rows: Sequence[OracleRow]) -> tuple[float, float]:
+    """Accuracy and tokens per correct answer of routing each row to its pick, from the recorded runs."""
+    solved = sum(row.runs[m].success for m, row in zip(picks, rows, strict=True))
+    tokens = sum(row.runs[m].tokens for m, row in zip(picks, rows, strict=True))
+    return solved / len(rows), (tokens / solved if solved else float("inf"))
+
+
+def tune_threshold(needs: Sequence[dict[str, float]], rows: Sequence[OracleRow], success: dict[str, dict[str, float]],
+                   costs: dict[str, ModeCost]) -> tuple[float, list[ThresholdTrial]]:
+    """The threshold (see the module doc) for rows whose router probabilities are `needs`, and every trial."""
+    from agent.routing.cost import DEFAULT_THRESHOLD, CostAwareRouter
+
+    if not rows:
+        raise ValueError("no rows to tune the threshold on")
+    best_fixed = max(replay_policy([m] * len(rows), rows)[0] for m in MODES)
+    trials = []
+    for threshold in THRESHOLDS:
+        policy = CostAwareRouter(threshold=threshold, success=success, costs=costs)  # choose() needs no router
+        trials.append(ThresholdTrial(threshold, *replay_policy([policy.choose(n).mode for n in needs], rows)))
+    feasible = [t for t in trials if t.accuracy >= best_fixed - ACCURACY_SLACK - 1e-9]
+    # Ties go to the threshold nearest the default: the validation split gave no reason to move further.
+    if feasible:
+        chosen = min(feasible, key=lambda t: (t.tokens_per_pass, -t.accuracy, abs(t.threshold - DEFAULT_THRESHOLD)))
+    else:  # no threshold keeps up: the most accurate, then the cheapest
+        chosen = min(trials, key=lambda t: (-t.accuracy, t.tokens_per_pass, abs(t.threshold - DEFAULT_THRESHOLD)))
+    return chosen.threshold, trials
+
+
 def only_model(path: Path, model: str | None) -> str:
     """The model whose rows to use: `model`, or the file's only model."""
     if model is not None:
@@ -123,6 +172,15 @@ def train_on_labels(path: Path, model: str | None = None, none: NonePolicy = "dr
     held = training_rows(validation, none)
     if held:
         results["validation"] = accuracy(weights, held, embed_texts)
+    threshold: float | None = None
+    trials: list[ThresholdTrial] = []
+    if validation:
+        from agent.routing.offline import OfflineRouter
+
+        needs = OfflineRouter(weights).predict_proba([r.query for r in validation])
+        # rounded as OfflineRouter.scores rounds them for the live policy
+        threshold, trials = tune_threshold([{m: round(float(x), 4) for m, x in zip(MODES, p, strict=True)} for p in needs],
+                                           validation, matrix.success, costs)
     weights.meta = {
         "trained_on": "oracle labels",
         "labels_file": str(path),
@@ -136,6 +194,9 @@ def train_on_labels(path: Path, model: str | None = None, none: NonePolicy = "dr
         "success": matrix.success,
         "success_counts": matrix.counts,
         "mode_costs": {m: {"input_tokens": c.input_tokens, "output_tokens": c.output_tokens} for m, c in costs.items()},
+        "threshold": threshold,
+        "threshold_trials": [{"threshold": t.threshold, "accuracy": round(t.accuracy, 4),
+                              "tokens_per_pass": round(t.tokens_per_pass, 1)} for t in trials],
         "features": _feature_names(),
         "modes": list(MODES),
         "config": config.__dict__,
@@ -151,4 +212,4 @@ def _feature_names() -> list[str]:
     return list(FEATURE_NAMES)
 
 
-__all__ = ["ORACLE_WEIGHTS", "SuccessMatrix", "mode_costs", "success_matrix", "train_on_labels", "training_rows"]
+__all__ = ["ACCURACY_SLACK", "ORACLE_WEIGHTS", "ThresholdTrial", "replay_policy", "tune_threshold", "SuccessMatrix", "mode_costs", "success_matrix", "train_on_labels", "training_rows"]

@@ -111,7 +111,7 @@ def _main_labels(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     out.parent.mkdir(parents=True, exist_ok=True)
     weights.save(out)
     print(json.dumps({**{k: meta[k] for k in ("model", "none", "train_rows", "train_queries", "label_counts",
-                                               "validation_rows", "success", "success_counts", "mode_costs",
+                                               "validation_rows", "success", "success_counts", "mode_costs", "threshold",
                                                "results")}, "saved": str(out)}, indent=2))
     return 0
 

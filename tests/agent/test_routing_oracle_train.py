@@ -109,7 +109,7 @@ def test_training_on_labels_writes_a_router_whose_cost_policy_uses_the_measured_
     assert strategies["oracle"]["agreement"]["value"] == 1 - report["unsolved"] / report["n"]
     assert strategies["self"]["router_tokens"] == 40 * report["n"]
     assert strategies["offline-oracle"]["agreement"]["value"] >= (len(test) - 1) / report["n"]
-    assert report["notes"] == []
+    assert report["notes"] == [f"cost-oracle threshold {router.weights.meta['threshold']:g} (tuned on the validation split)"]
 
 
 @pytest.mark.slow
@@ -135,3 +135,51 @@ def test_cut_vs_reasoning_is_paired_and_undefined_without_a_pass() -> None:
     nothing = [OracleRow(r.id, r.query, r.model, _runs(False, True, False), split="test") for r in rows]
     never = score_oracle(nothing, {"x": ["instant"] * len(rows)}, samples=50).strategies["x"]
     assert never.cut_vs_reasoning.value is None and never.tokens_per_pass.value is None
+
+
+def _needs(instant: float, reasoning: float, agentic: float) -> dict[str, float]:
+    return {"instant": instant, "reasoning": reasoning, "agentic": agentic}
+
+
+def test_the_threshold_is_the_cheapest_that_keeps_accuracy_within_two_points_of_the_best_fixed_mode() -> None:
+    from agent.routing.cost import ModeCost, default_success
+    from agent.routing.oracle_train import ACCURACY_SLACK, replay_policy, tune_threshold
+
+    costs = {"instant": ModeCost(50, 10), "reasoning": ModeCost(100, 150), "agentic": ModeCost(700, 100)}
+    # 10 tasks: 6 instant ones the router is fairly sure of, 3 reasoning ones it doubts, one agentic one
+    rows = ([OracleRow(f"i{i}", "q", "m", _runs(True, True, True), oracle="instant") for i in range(6)]
+            + [OracleRow(f"r{i}", "q", "m", _runs(False, True, True), oracle="reasoning") for i in range(3)]
+            + [OracleRow("a", "q", "m", _runs(False, False, True), oracle="agentic")])
+    needs = [_needs(0.9, 0.1, 0.0)] * 6 + [_needs(0.45, 0.5, 0.05)] * 3 + [_needs(0.1, 0.2, 0.7)]
+    threshold, trials = tune_threshold(needs, rows, default_success(), costs)
+    assert [t.threshold for t in trials] == [round(0.05 * i, 2) for i in range(1, 20)]
+    best_fixed = replay_policy(["agentic"] * 10, rows)[0]
+    assert best_fixed == 1.0
+    chosen = next(t for t in trials if t.threshold == threshold)
+    feasible = [t for t in trials if t.accuracy >= best_fixed - ACCURACY_SLACK]
+    # every task solved, at the lowest tokens per pass: instant for the sure ones, reasoning for the doubted ones
+    assert chosen.accuracy == 1.0 and chosen.tokens_per_pass == min(t.tokens_per_pass for t in feasible)
+    assert threshold == 0.8  # 0.5 … 0.9 route alike here; the tie goes to the default
+    assert chosen.tokens_per_pass == (6 * 60 + 3 * 250 + 800) / 10
+    # a low threshold sends the doubted reasoning tasks to instant: cheaper, but it fails them
+    low = next(t for t in trials if t.threshold == 0.4)
+    assert low.accuracy == 0.7
+
+    # when no threshold keeps up, the most accurate wins (then the cheapest)
+    threshold, trials = tune_threshold([_needs(1.0, 0.0, 0.0)] * 10, rows, default_success(), costs)
+    assert all(t.accuracy == 0.6 for t in trials) and threshold == 0.8
+
+
+def test_trained_weights_carry_the_tuned_threshold_and_the_policy_uses_it(tmp_path: Path, capsys) -> None:
+    labels = _write(_rows(), tmp_path / "labels.jsonl")
+    out = tmp_path / "oracle.npz"
+    assert train_main(["--labels", str(labels), "--out", str(out)]) == 0
+    capsys.readouterr()
+    meta = OfflineRouter(out).weights.meta
+    assert meta["threshold"] in [t["threshold"] for t in meta["threshold_trials"]]
+    assert len(meta["threshold_trials"]) == 19
+    assert CostAwareRouter(weights=out).threshold == meta["threshold"]
+    assert CostAwareRouter(weights=out, threshold=0.5).threshold == 0.5  # an explicit one wins
+    assert CostAwareRouter().threshold == 0.8  # weights without a tuned one
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        CostAwareRouter(threshold=1.5)
