@@ -33,14 +33,12 @@ from agent.errors import UserFacingError
 from agent.plugin_api import MODES
 from agent.routing.cost import ModeCost, default_success
 from agent.routing.offline import DATA_DIR, RouterWeights
-from agent.routing.oracle import NONE, OracleRow, cheapest, load_oracle
+from agent.routing.oracle import ACCURACY_SLACK, NONE, OracleRow, cheapest, load_oracle
 from agent.routing.router_eval import LabeledQuery
 
 ORACLE_WEIGHTS = DATA_DIR / "oracle_router.npz"
 """Default output of training on oracle labels (the source-label router stays offline_router.npz)."""
 NonePolicy = Literal["drop", "cheapest"]
-ACCURACY_SLACK = 0.02
-"""How far below the best fixed mode's accuracy a tuned threshold may route (issue 15's 2 points)."""
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))
 """The thresholds tried: 0.05 … 0.95."""
 
