@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import json
+import re
 import unicodedata
 from collections.abc import Iterable
 from typing import Any, TypeVar
@@ -99,3 +101,31 @@ def call_error_guidance(tool: str, kind: ToolKind, read_tools: Iterable[str]) ->
         "The call was refused because of its arguments or the record's state; the system itself works, so there is "
         f"nothing to report. {check} If the request cannot be done, tell the user why."
     )
+
+
+_EXAMPLE = re.compile(r"such as '([^']+)'")
+"""How tau2's parameter descriptions give an example value: "The order id, such as '#W0000000'."."""
+
+
+def argument_hints(tool: str, parameters: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+    """Corrections for a refused call whose string arguments lack the leading symbol of their example.
+
+    tau2's order ids start with '#', and its descriptions say so, yet small models send 'W7988753'
+    and then read "Order not found" as the order not existing: the 1.5B embedded model did so on
+    12 of 14 retail lookups while labelling routing tasks, and with a hint that also offered to ask
+    the user, it asked the user. So the hint is an instruction with the corrected call, and it is
+    given only where the fix is certain: the example starts with symbols the value lacks.
+    """
+    fixes = {}
+    properties = parameters.get("properties") or {}
+    for name, value in arguments.items():
+        description = (properties.get(name) or {}).get("description") or ""
+        found = _EXAMPLE.search(description) if isinstance(value, str) else None
+        lead = re.match(r"[^\w\s]+", found.group(1)) if found else None
+        if lead and not value.startswith(lead.group(0)):
+            fixes[name] = (lead.group(0), value)
+    if not fixes:
+        return []
+    why = "; ".join(f"{name} values start with {lead!r}" for name, (lead, _) in fixes.items())
+    fixed = {**arguments, **{name: lead + value for name, (lead, value) in fixes.items()}}
+    return [f"{why}. Call {tool} again now with {json.dumps(fixed)}."]

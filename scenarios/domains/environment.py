@@ -28,7 +28,12 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ValidationError
 
 from scenarios.canonical import json_clone
-from scenarios.domains.common import TRANSFER_MESSAGE, calculate, call_error_guidance
+from scenarios.domains.common import (
+    TRANSFER_MESSAGE,
+    argument_hints,
+    calculate,
+    call_error_guidance,
+)
 from scenarios.domains.data import ToolSpec, tool_specs
 from scenarios.domains.store import Snapshot, TableStore
 from scenarios.tau2_tasks import EnvAssertion, HistoryMessage, InitialState
@@ -274,6 +279,8 @@ class DomainEnvironment:
                         getattr(self, method),
                         call_error_guidance(spec.name, spec.kind, _reads_sharing_arguments(spec, specs))
                         if side == "assistant" else "",
+                        spec.name,
+                        spec.parameters,
                     ),
                     kind=spec.kind,
                     args_model=_args_model(getattr(type(self), method), method),
@@ -283,9 +290,11 @@ class DomainEnvironment:
         return Toolkit(tools, name=self.name if side == "assistant" else f"{self.name}-user")
 
 
-def _returning_copies(fn: Callable[..., Any], guidance: str = "") -> Callable[..., Any]:
+def _returning_copies(fn: Callable[..., Any], guidance: str = "", tool: str = "",
+                      parameters: dict[str, Any] | None = None) -> Callable[..., Any]:
     """fn returning private copies; its ToolError messages get `guidance` appended (the agent's
-    toolkit: see common.call_error_guidance). `call` keeps tau2's bare messages."""
+    toolkit: see common.call_error_guidance), after any hint about the call's own arguments
+    (common.argument_hints). `call` keeps tau2's bare messages."""
 
     @functools.wraps(fn)
     def call(**arguments: Any) -> Any:
@@ -294,7 +303,9 @@ def _returning_copies(fn: Callable[..., Any], guidance: str = "") -> Callable[..
         except ToolError as exc:
             if not guidance:
                 raise
-            raise ToolError(f"{exc}\n{guidance}") from None
+            # A certain correction replaces the general advice, which offers to ask the user instead.
+            hints = argument_hints(tool, parameters or {}, arguments)
+            raise ToolError("\n".join([str(exc), *(hints or [guidance])])) from None
 
     return call
 

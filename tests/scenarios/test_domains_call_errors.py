@@ -72,3 +72,39 @@ async def test_the_agent_model_sees_the_guidance_after_its_failed_call() -> None
     assert seen.role == "tool" and seen.is_error
     assert seen.text.startswith("Error: Order not found\nThe call was refused because of its arguments")
     model.assert_done()
+
+
+async def test_an_order_id_without_its_hash_gets_the_corrected_call_instead_of_the_general_advice() -> None:
+    env = load_domain("retail")
+    base = env.db_hash()
+    lookup, cancel, unknown = await execute_calls(
+        [CallRequest("1", "get_order_details", {"order_id": "W1013897"}),
+         CallRequest("2", "cancel_pending_order", {"order_id": "W1013897", "reason": "ordered by mistake"}),
+         CallRequest("3", "get_order_details", {"order_id": "#W0000000"})],
+        env.agent_toolkit().as_dict(),
+    )
+    assert lookup.content == ("Error: Order not found\norder_id values start with '#'. "
+                              'Call get_order_details again now with {"order_id": "#W1013897"}.')
+    # the other arguments are kept as sent; nothing was changed by the refused write
+    assert cancel.content.endswith('Call cancel_pending_order again now with '
+                                   '{"order_id": "#W1013897", "reason": "ordered by mistake"}.')
+    assert env.db_hash() == base
+    # a well-formed id that does not exist gets the general advice: no correction is certain
+    assert unknown.content.startswith("Error: Order not found\nThe call was refused because of its arguments")
+    # the corrected call works, and tau2's own path keeps its bare message
+    assert env.agent_toolkit().as_dict()["get_order_details"].fn(order_id="#W1013897")["user_id"] == "juan_garcia_9528"
+    with pytest.raises(ToolError, match="^Order not found$"):
+        env.call("get_order_details", order_id="W1013897")
+
+
+def test_hints_need_an_example_with_a_leading_symbol() -> None:
+    from scenarios.domains.common import argument_hints
+
+    params = {"properties": {"order_id": {"description": "The order id, such as '#W0000000'."},
+                             "user_id": {"description": "The user id, such as 'sara_doe_496'."},
+                             "note": {"description": "Free text."}}}
+    assert argument_hints("t", params, {"user_id": "bob", "note": "x", "order_id": "#W1"}) == []
+    assert argument_hints("t", params, {"order_id": 5}) == []  # not a string: the schema's check, not ours
+    assert argument_hints("t", params, {"order_id": "W1", "user_id": "bob"}) == [
+        'order_id values start with \'#\'. Call t again now with {"order_id": "#W1", "user_id": "bob"}.']
+    assert argument_hints("t", {}, {"order_id": "W1"}) == []
