@@ -10,8 +10,8 @@ each mode and the oracle label; reading the file merges a task's passes. One fil
 pass: run the command once greedy and once more with a seed, on the same --out.
 Model calls go through a CassetteModel (DIR/<model>.jsonl); with --replay no model is loaded and
 the cassette alone answers, so labels and the benchmark are recomputed without the model;
---verify recomputes every row of the file that way and compares (verify.py), --prune then keeps
-only the cassette calls the rows use.
+--verify recomputes every row of the file that way and compares (verify.py); --drop moves the rows
+that differ aside for relabelling, --prune keeps only the cassette calls the rows use.
 
 The run is resumable: each row is appended to --out (flushed) as soon as the task's three modes
 are done, and a rerun skips the tasks --out already holds for the model (labels_file.py). Runs of
@@ -258,14 +258,14 @@ def _verify(args: argparse.Namespace) -> int:
             ensure_graph(args.graph, args.musique_dir)
         settings = LabelSettings(max_tokens=args.max_tokens, agentic_steps=args.agentic_steps, graph_dir=args.graph)
         report = verify_labels(args.out, cassette_path(args.cassettes, args.model), args.model, tasks, settings,
-                               prune=args.prune)
+                               prune=args.prune, drop=args.drop)
     except UserFacingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report.summary())
-    if report.differ and args.prune:
+    if args.prune and not report.pruned:
         print("the cassette was not pruned: not every row matched", file=sys.stderr)
-    return 1 if report.differ else 0
+    return 1 if len(report.differ) > report.dropped else 0
 
 
 def _stderr(line: str) -> None:
@@ -284,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="grade every run in --out again from its recorded answer (current graders); run nothing")
     parser.add_argument("--verify", action="store_true",
                         help="recompute every row of --model in --out from the cassette (no model) and compare")
+    parser.add_argument("--drop", action="store_true",
+                        help="with --verify: move the rows that differ to <out>.dropped, so the next run labels them again")
     parser.add_argument("--prune", action="store_true",
                         help="with --verify: when every row matches, keep only the cassette calls the rows use")
     parser.add_argument("--split", default=None, help="only this split")
@@ -308,8 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         return _regrade(args)
     if not args.model:
         parser.error("--model is required (except with --regrade)")
-    if args.prune and not args.verify:
-        parser.error("--prune goes with --verify: a cassette is pruned only after its rows are recomputed from it")
+    if (args.prune or args.drop) and not args.verify:
+        parser.error("--prune and --drop go with --verify: they act on what recomputing the rows from the cassette shows")
     if args.verify:
         return _verify(args)
     if args.temperature > 0 and args.seed is None:

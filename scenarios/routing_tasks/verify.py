@@ -1,7 +1,7 @@
 """Recompute a labels file from its cassette with no model, and prune the cassette to what it uses.
 
     python -m scenarios.routing_tasks.labeling --verify --model NAME --out labels.jsonl \
-        --cassettes DIR --graph DIR [--prune]
+        --cassettes DIR --graph DIR [--drop] [--prune]
 
 Every row of the model is labelled again from the cassette alone (replay: a call the cassette
 lacks is an error) with the pass's own sampling settings, and the new row must equal the stored
@@ -10,6 +10,11 @@ without the model), checked rather than assumed. `--prune` then rewrites the cas
 calls the rows used: calls of runs that were cut off and redone, or of rows since relabelled, are
 dead weight in a shipped file. The cassette is only rewritten when every row verified, and it is
 replaced atomically (written beside it, then renamed).
+
+After a change to a tool or a prompt, the rows it touched no longer verify: `--drop` moves them
+from the labels file to `<out>.dropped` (nothing is thrown away), so that the next labelling run
+labels those tasks again, from the cassette as far as the calls are unchanged. Neither `--drop`
+nor `--prune` may run while a labelling run appends to the same files.
 """
 
 from __future__ import annotations
@@ -64,12 +69,17 @@ class VerifyReport:
     """Entries the rows asked for."""
     pruned: bool = False
     """Whether the cassette was rewritten with only the used entries."""
+    dropped: int = 0
+    """Rows that differed and were moved to `<out>.dropped`."""
 
     def summary(self) -> str:
         """Human-readable result."""
         lines = [f"{self.same}/{self.rows} rows recomputed identical from the cassette "
                  f"({self.used} of its {self.entries} calls used)"]
         lines += [f"  {d}" for d in self.differ]
+        if self.dropped:
+            lines.append(f"moved the {self.dropped} rows that differ to the .dropped file beside the labels: "
+                         "label again to replace them")
         if self.pruned:
             lines.append(f"pruned the cassette to the {self.used} calls used")
         return "\n".join(lines)
@@ -104,8 +114,9 @@ def _differences(stored: dict[str, Any], fresh: dict[str, Any]) -> str:
 
 
 def verify_labels(out: Path, cassette: Path, model: str, tasks: Sequence[Any], settings: Any,
-                  prune: bool = False) -> VerifyReport:
-    """Recompute every row of `model` in `out` from `cassette`; prune the cassette if asked and all match."""
+                  prune: bool = False, drop: bool = False) -> VerifyReport:
+    """Recompute every row of `model` in `out` from `cassette`; with `drop`, move the rows that differ
+    aside; with `prune`, when every row (left) matches, keep only the cassette calls they used."""
     from scenarios.routing_tasks.labeling import label_tasks
 
     if not out.is_file():
@@ -127,11 +138,13 @@ def verify_labels(out: Path, cassette: Path, model: str, tasks: Sequence[Any], s
         raise UserFacingError(f"{out} holds no rows of {model}")
     recorder = _KeyRecorder(cassette)
     report = VerifyReport(rows=len(stored), entries=len(recorder.keys()))
+    stale: set[tuple[str, str]] = set()  # (id, pass) of rows known not to follow from the cassette
     for row in stored:
         task = by_id.get(row["id"])
         label = f"{row['id']} ({row.get('pass', GREEDY)})"
         if task is None:
             report.differ.append(f"{label}: not in the task set")
+            stale.add((row["id"], row.get("pass", GREEDY)))
             continue
         lacked = recorder.lacked
         fresh, _ = asyncio.run(label_tasks(recorder, [task], settings_of(row.get("pass", GREEDY), settings),
@@ -146,11 +159,32 @@ def verify_labels(out: Path, cassette: Path, model: str, tasks: Sequence[Any], s
         else:
             why = f" ({lacked} of its calls are not in the cassette)" if lacked else ""
             report.differ.append(f"{label}: differs in {_differences(old, new)}{why}")
+            stale.add((row["id"], row.get("pass", GREEDY)))
     report.used = len(recorder.used & recorder.keys())
-    if prune and not report.differ:
+    if drop and stale:
+        report.dropped = _drop(out, model, stale)
+    if prune and len(report.differ) == report.dropped:
         _prune(cassette, recorder.used)
         report.pruned = True
     return report
+
+
+def _drop(out: Path, model: str, stale: set[tuple[str, str]]) -> int:
+    """Move the model's rows in `stale` from `out` to `<out>.dropped`; how many moved."""
+    keep: list[str] = []
+    moved: list[str] = []
+    for line in out.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        ours = row.get("model") == model and (row["id"], row.get("pass", GREEDY)) in stale
+        (moved if ours else keep).append(line)
+    with Path(f"{out}.dropped").open("a", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in moved))
+        f.flush()
+        os.fsync(f.fileno())
+    _rewrite(out, keep)
+    return len(moved)
 
 
 def _prune(cassette: Path, keep: set[str]) -> None:
@@ -163,11 +197,16 @@ def _prune(cassette: Path, keep: set[str]) -> None:
         if key in keep and key not in seen:
             seen.add(key)
             lines.append(line)
-    fresh = cassette.with_name(cassette.name + ".pruning")
+    _rewrite(cassette, lines)
+
+
+def _rewrite(path: Path, lines: list[str]) -> None:
+    """Replace the file with `lines`, atomically: written beside it, made durable, then renamed."""
+    fresh = path.with_name(path.name + ".rewriting")
     fresh.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     with fresh.open("rb") as f:
         os.fsync(f.fileno())
-    os.replace(fresh, cassette)
+    os.replace(fresh, path)
 
 
 __all__ = ["VerifyReport", "comparable", "settings_of", "verify_labels"]

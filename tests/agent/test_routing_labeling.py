@@ -353,7 +353,7 @@ def test_verify_errors_are_clear(tmp_path: Path, capsys) -> None:
     assert "no such labels file" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         label_main(["--prune", "--model", "scripted", "--out", str(out)])
-    assert "--prune goes with --verify" in capsys.readouterr().err
+    assert "--prune and --drop go with --verify" in capsys.readouterr().err
 
 
 def test_shards_run_at_once_share_one_labels_file_and_one_cassette(tmp_path: Path) -> None:
@@ -394,3 +394,31 @@ def test_resume_waits_for_a_row_being_appended_instead_of_cutting_it_off(tmp_pat
     reader.join(10)
     assert seen[0].done == {PICK[0].id, PICK[1].id} and seen[0].rejected is None
     assert not (tmp_path / "labels.jsonl.rejected").exists()
+
+
+def test_verify_drop_moves_rows_a_changed_tool_made_stale_and_the_next_run_relabels_them(tmp_path: Path, capsys) -> None:
+    from agent.models import CassetteModel
+    from scenarios.routing_tasks.labeling import cassette_path
+
+    out, cassette = _recorded(tmp_path, PICK[:4])
+    rows = out.read_text().splitlines()
+    # as after a prompt change: the cassette no longer answers the second task's reasoning call
+    stale_id = json.loads(rows[1])["id"]
+    answered = f"<reasoning>working it out</reasoning>{PICK[1].grader.answer}"
+    entries = [json.loads(x) for x in cassette.read_text().splitlines()]
+    cassette.write_text("".join(json.dumps(e) + "\n" for e in entries if e["response"]["text"] != answered))
+
+    assert _verify(tmp_path, out, "--drop", "--prune") == 0
+    report = capsys.readouterr().out
+    assert f"{stale_id} (greedy): differs" in report and "moved the 1 rows that differ" in report
+    assert "pruned the cassette" in report
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == [json.loads(x)["id"] for i, x in
+                                                                           enumerate(rows) if i != 1]
+    assert Path(f"{out}.dropped").read_text().splitlines() == [rows[1]]  # nothing is thrown away
+    # the next run labels the dropped task again, and only it; then the file verifies whole
+    asked: list[str] = []
+    model = CassetteModel(cassette_path(tmp_path / "cassettes", "scripted"), _model(asked), mode="auto")
+    assert label_to_file(model, PICK[:4], out, model_name="scripted") == (1, [])
+    assert set(asked) == {PICK[1].query}
+    assert _verify(tmp_path, out) == 0
+    assert "4/4 rows recomputed identical" in capsys.readouterr().out
