@@ -133,6 +133,7 @@ def _is_labels_file(path: Path) -> bool:
 
 
 def _run_oracle_eval(args: argparse.Namespace) -> int:
+    from agent.routing.aim import aim_summary, format_aim
     from agent.routing.oracle import format_oracle_report, load_oracle, score_oracle
 
     if args.samples < 10:
@@ -150,7 +151,8 @@ def _run_oracle_eval(args: argparse.Namespace) -> int:
     if args.json:
         out: dict[str, Any] = {"router": args.router or "all", "data": str(args.data), "model": args.model,
                                "passes": args.passes or "all",
-                               "split": args.split, **report.as_dict(), "notes": notes}
+                               "split": args.split, **report.as_dict(), "aim": aim_summary(report, rows),
+                               "notes": notes}
         if args.errors:
             out["misrouted"] = {name: [{"id": row.id, "oracle": row.oracle, "routed": m, "query": row.query}
                                        for row, m in zip(rows, picks, strict=True) if row.oracle != m]
@@ -160,6 +162,8 @@ def _run_oracle_eval(args: argparse.Namespace) -> int:
         passes = "+".join(args.passes) if args.passes else "all"
         print(f"routers on {args.data} (model {args.model or 'all'}, split {args.split}, passes {passes})")
         print(format_oracle_report(report))
+        print()
+        print(format_aim(report, rows))
         for note in notes:
             print(f"note: {note}")
     return 0

@@ -224,8 +224,7 @@ class OracleReport:
                                    "tokens_per_pass": s.tokens_per_pass.as_dict(),
                                    "cut_vs_reasoning": s.cut_vs_reasoning.as_dict(), "tokens": s.cost.tokens,
                                    "router_tokens": s.router_tokens, "mix": s.mix}
-                               for k, s in self.strategies.items()},
-                "aim": meets_aim(self)}
+                               for k, s in self.strategies.items()}}
 
 
 def _cut(tokens: np.ndarray, passed: np.ndarray, base_tokens: np.ndarray, base_passed: np.ndarray,
@@ -295,42 +294,6 @@ def score_oracle(rows: Sequence[OracleRow], routed: Sequence[str] | Mapping[str,
     return OracleReport(len(rows), labels[NONE], labels, strategies)
 
 
-ACCURACY_SLACK = 0.02
-"""A²FM's aim, first half: routed accuracy at most this far below the best fixed mode's."""
-CUT_AIM = 0.45
-"""A²FM's aim, second half: tokens per correct answer at least this share below reasoning-only."""
-
-
-def meets_aim(report: OracleReport) -> dict[str, dict[str, bool]]:
-    """Per strategy, which half of A²FM's aim it meets: `accuracy` (within ACCURACY_SLACK of the best
-    fixed mode) and `cut` (tokens per pass at least CUT_AIM below always-reasoning, the interval's
-    low end above 0)."""
-    best = max(report.strategies[f"always-{m}"].accuracy.value or 0.0 for m in MODES)
-    out = {}
-    for name, s in report.strategies.items():
-        cut = s.cut_vs_reasoning
-        out[name] = {"accuracy": (s.accuracy.value or 0.0) >= best - ACCURACY_SLACK - 1e-9,
-                     "cut": cut.value is not None and cut.value >= CUT_AIM and cut.low is not None and cut.low > 0}
-    return out
-
-
-def format_aim(report: OracleReport) -> str:
-    """One line: which strategies meet A²FM's aim, and which meet one half of it."""
-    met = meets_aim(report)
-    fixed = [f"always-{m}" for m in MODES]
-    best = max(fixed, key=lambda k: report.strategies[k].accuracy.value or 0.0)
-
-    def names(test: Any) -> str:
-        found = [k for k, v in met.items() if test(v)]
-        return ", ".join(found) if found else "none"
-
-    return (f"A²FM's aim (accuracy within {ACCURACY_SLACK * 100:g} points of the best fixed mode, {best} "
-            f"{report.strategies[best].accuracy.value or 0.0:.1%}; tokens per pass at least {CUT_AIM:.0%} below "
-            f"always-reasoning, the interval above 0): met by {names(lambda v: v['accuracy'] and v['cut'])}; "
-            f"accuracy only: {names(lambda v: v['accuracy'] and not v['cut'])}; "
-            f"cut only: {names(lambda v: v['cut'] and not v['accuracy'])}")
-
-
 def format_oracle_report(report: OracleReport) -> str:
     """A plain-text table of the report."""
 
@@ -350,7 +313,6 @@ def format_oracle_report(report: OracleReport) -> str:
         mix = " ".join(f"{m[0]}{c}" for m, c in s.mix.items())
         lines.append(f"{name:<16} {pct(s.agreement):<24} {pct(s.accuracy):<24} {tok(s.tokens_per_pass):<28} "
                      f"{cut(s.cut_vs_reasoning):<26} {mix}")
-    lines += ["", format_aim(report)]
     return "\n".join(lines)
 
 

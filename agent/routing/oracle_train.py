@@ -31,9 +31,10 @@ from typing import Any, Literal
 
 from agent.errors import UserFacingError
 from agent.plugin_api import MODES
+from agent.routing.aim import ACCURACY_SLACK
 from agent.routing.cost import ModeCost, default_success
 from agent.routing.offline import DATA_DIR, RouterWeights
-from agent.routing.oracle import ACCURACY_SLACK, NONE, OracleRow, cheapest, load_oracle
+from agent.routing.oracle import NONE, OracleRow, cheapest, load_oracle
 from agent.routing.router_eval import LabeledQuery
 
 ORACLE_WEIGHTS = DATA_DIR / "oracle_router.npz"
