@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import operator
 from typing import Any
 
@@ -82,7 +83,26 @@ def calculate(expression: str) -> str:
     Args:
         expression: The mathematical expression to calculate, such as '2 + 2'. The expression can contain numbers, operators (+, -, *, /), parentheses, and spaces.
     """
-    return str(round(evaluate_arithmetic(expression), 2))
+    try:
+        return str(round(evaluate_arithmetic(expression), 2))
+    except ToolError as exc:
+        raise ToolError(f"{exc}{_corrected_call(expression)}") from None
+
+
+def _corrected_call(expression: str) -> str:
+    """The corrected call, for a '^' written as a power, when the corrected expression computes.
+
+    Told only that '^' is not a power here, the 1.5B embedded model explained that to the user
+    instead of calling again (4 of 12 big-number tasks while labelling routing tasks); a certain
+    correction is given as the call to make."""
+    if "^" not in expression:
+        return ""
+    fixed = expression.replace("^", "**")
+    try:
+        evaluate_arithmetic(fixed)
+    except ToolError:
+        return ""
+    return f". Call calculate again now with {json.dumps({'expression': fixed})}."
 
 
 @tool(kind=ToolKind.GENERIC)

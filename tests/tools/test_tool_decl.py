@@ -270,3 +270,21 @@ def test_calculate_is_safe() -> None:
     with pytest.raises(ToolError, match=r"'\^' is not a power here: write powers with \*\*"):
         evaluate_arithmetic("67495912^3")
     assert evaluate_arithmetic("67495912 ** 3") == 67495912**3
+
+
+async def test_calculate_gives_the_corrected_call_for_a_caret_power() -> None:
+    from tools.builtin import calculate
+    from tools.execute import CallRequest, execute_calls
+
+    power, other, broken = await execute_calls(
+        [CallRequest("1", "calculate", {"expression": "67495912^3 - 5"}),
+         CallRequest("2", "calculate", {"expression": "2 & 3"}),
+         CallRequest("3", "calculate", {"expression": "2^(3"})],
+        {"calculate": calculate},
+    )
+    assert power.is_error and power.content == (
+        "Error: '^' is not a power here: write powers with ** (for example 2 ** 10). "
+        'Call calculate again now with {"expression": "67495912**3 - 5"}.')
+    # no certain correction, no call: an operator that is not arithmetic, or a '^' in a broken expression
+    assert "Call calculate again" not in other.content and other.content.startswith("Error: not arithmetic")
+    assert "Call calculate again" not in broken.content
