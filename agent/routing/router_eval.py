@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent.errors import UserFacingError
+from agent.jsonl import json_objects
 from agent.plugin_api import MODES
 
 
@@ -30,19 +30,7 @@ def load_labeled(path: str | Path) -> list[LabeledQuery]:
     if not path.is_file():
         raise UserFacingError(f"no such data file: {path}")
     rows: list[LabeledQuery] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise UserFacingError(f"{path} is not UTF-8 text: {exc}") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserFacingError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-        if not isinstance(item, dict):
-            raise UserFacingError(f"{path}:{number}: each line must be a JSON object")
+    for number, item in json_objects(path):
         query, mode = item.get("query"), item.get("mode")
         if not isinstance(query, str) or not query.strip():
             raise UserFacingError(f"{path}:{number}: missing or empty 'query'")

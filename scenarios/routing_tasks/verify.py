@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import UserFacingError
+from agent.jsonl import json_objects
 from agent.messages import ModelRequest, ModelResponse
 from agent.models import CassetteModel
 from agent.models.cassette import request_key
@@ -124,16 +125,7 @@ def verify_labels(out: Path, cassette: Path, model: str, tasks: Sequence[Any], s
     if not cassette.is_file():
         raise UserFacingError(f"no cassette at {cassette} (give the --cassettes folder the labels were made with)")
     by_id = {t.id: t for t in tasks}
-    stored: list[dict[str, Any]] = []
-    for number, line in enumerate(out.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserFacingError(f"{out}:{number}: not JSON ({exc.msg})") from None
-        if row.get("model") == model:
-            stored.append(row)
+    stored = [row for _, row in json_objects(out) if row.get("model") == model]
     if not stored:
         raise UserFacingError(f"{out} holds no rows of {model}")
     recorder = _KeyRecorder(cassette)
