@@ -51,6 +51,8 @@ class FrontierPoint:
     """1 − tokens_per_pass / always-reasoning's tokens per pass on the same rows."""
     mix: dict[str, int]
     """How many tasks went to each mode."""
+    picks: tuple[str, ...] = ()
+    """The mode of each row, in row order."""
 
 
 def _routing(rows: Sequence[OracleRow], price: float) -> list[str]:
@@ -88,7 +90,7 @@ def frontier(rows: Sequence[OracleRow], min_accuracy: float) -> FrontierPoint | 
         per_pass = sum(r.runs[m].tokens for r, m in zip(rows, picks, strict=True)) / solved
         if best is None or per_pass < best.tokens_per_pass:
             best = FrontierPoint(solved / len(rows), per_pass, 1 - per_pass / reasoning,
-                                 {m: picks.count(m) for m in MODES})
+                                 {m: picks.count(m) for m in MODES}, tuple(picks))
     return best
 
 

@@ -15,6 +15,11 @@ split the mean tokens of each mode. Both are stored in the weights' metadata, so
 `CostAwareRouter(weights=PATH)` uses them. A cell with few tasks is pulled toward the default
 (1 when m is not cheaper than l, else 0) by one pseudo-task, so an empty column is the default.
 
+`--target frontier` trains on another label instead: each train task's mode in the cheapest routing
+of the train split (tokens per pass) that keeps accuracy within ACCURACY_SLACK of its best fixed
+mode (agent/routing/aim.py). The oracle label wants every task solved; this one gives up the tasks
+whose only win is dear, which is what A²FM's aim asks.
+
 The cost-aware policy's threshold is chosen on the validation split too (`tune_threshold`): the
 value whose routed tokens per correct answer are lowest among those whose routed accuracy is
 within `ACCURACY_SLACK` of the best fixed mode's, A²FM's aim (about the same accuracy, for less).
@@ -40,6 +45,7 @@ from agent.routing.router_eval import LabeledQuery
 ORACLE_WEIGHTS = DATA_DIR / "oracle_router.npz"
 """Default output of training on oracle labels (the source-label router stays offline_router.npz)."""
 NonePolicy = Literal["drop", "cheapest"]
+Target = Literal["oracle", "frontier"]
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))
 """The thresholds tried: 0.05 … 0.95."""
 
@@ -69,6 +75,18 @@ def training_rows(rows: Sequence[OracleRow], none: NonePolicy = "drop") -> list[
             label = cheapest(row.runs)
         out.append(LabeledQuery(row.query, label, {"id": row.id}))
     return out
+
+
+def frontier_rows(rows: Sequence[OracleRow]) -> list[LabeledQuery]:
+    """The router's training queries for the `frontier` target: each row's mode in the cheapest
+    routing (tokens per pass) of these rows that keeps accuracy within ACCURACY_SLACK of their best
+    fixed mode (agent/routing/aim.py), so hopeless and dear tasks are labelled with a cheap mode."""
+    from agent.routing.aim import frontier
+
+    point = frontier(rows, max(0.0, best_fixed_accuracy(rows) - ACCURACY_SLACK))
+    if point is None:
+        return []
+    return [LabeledQuery(r.query, m, {"id": r.id}) for r, m in zip(rows, point.picks, strict=True)]
 
 
 def success_matrix(rows: Sequence[OracleRow]) -> SuccessMatrix:
@@ -116,6 +134,11 @@ def replay_policy(picks: Sequence[str], rows: Sequence[OracleRow]) -> tuple[floa
     return solved / len(rows), (tokens / solved if solved else float("inf"))
 
 
+def best_fixed_accuracy(rows: Sequence[OracleRow]) -> float:
+    """The accuracy of the best of always-instant, always-reasoning and always-agentic on the rows."""
+    return max(replay_policy([m] * len(rows), rows)[0] for m in MODES)
+
+
 def tune_threshold(needs: Sequence[dict[str, float]], rows: Sequence[OracleRow], success: dict[str, dict[str, float]],
                    costs: dict[str, ModeCost]) -> tuple[float, list[ThresholdTrial]]:
     """The threshold (see the module doc) for rows whose router probabilities are `needs`, and every trial."""
@@ -123,7 +146,7 @@ def tune_threshold(needs: Sequence[dict[str, float]], rows: Sequence[OracleRow],
 
     if not rows:
         raise ValueError("no rows to tune the threshold on")
-    best_fixed = max(replay_policy([m] * len(rows), rows)[0] for m in MODES)
+    best_fixed = best_fixed_accuracy(rows)
     trials = []
     for threshold in THRESHOLDS:
         policy = CostAwareRouter(threshold=threshold, success=success, costs=costs)  # choose() needs no router
@@ -148,8 +171,9 @@ def only_model(path: Path, model: str | None) -> str:
 
 
 def train_on_labels(path: Path, model: str | None = None, none: NonePolicy = "drop",
-                    config: Any = None) -> tuple[RouterWeights, dict[str, Any]]:
-    """Fit the router on the train split's oracle labels; measure S on validation and costs on train."""
+                    config: Any = None, target: Target = "oracle") -> tuple[RouterWeights, dict[str, Any]]:
+    """Fit the router on the train split's oracle labels (or, with target "frontier", on each task's
+    mode in the train split's frontier routing); measure S on validation and costs on train."""
     from agent.embeddings import embed_texts
     from agent.routing.fit import SEED, RouterTrainConfig, accuracy, augment, fit
 
@@ -158,7 +182,7 @@ def train_on_labels(path: Path, model: str | None = None, none: NonePolicy = "dr
     everything = load_oracle(path, model=name)
     train = [r for r in everything if r.split == "train"]
     validation = [r for r in everything if r.split == "validation"]
-    labelled = training_rows(train, none)
+    labelled = training_rows(train, none) if target == "oracle" else frontier_rows(train)
     if len({q.mode for q in labelled}) < 2:
         raise UserFacingError(
             f"{path}: the train split has {len(labelled)} usable rows for {name} with "
@@ -168,7 +192,7 @@ def train_on_labels(path: Path, model: str | None = None, none: NonePolicy = "dr
     matrix = success_matrix(validation)
     costs = mode_costs(train)
     results: dict[str, Any] = {"train": accuracy(weights, labelled, embed_texts)}
-    held = training_rows(validation, none)
+    held = training_rows(validation, none) if target == "oracle" else frontier_rows(validation)
     if held:
         results["validation"] = accuracy(weights, held, embed_texts)
     threshold: float | None = None
@@ -182,6 +206,7 @@ def train_on_labels(path: Path, model: str | None = None, none: NonePolicy = "dr
                                            validation, matrix.success, costs)
     weights.meta = {
         "trained_on": "oracle labels",
+        "target": target,
         "labels_file": str(path),
         "model": name,
         "none": none,
@@ -211,4 +236,4 @@ def _feature_names() -> list[str]:
     return list(FEATURE_NAMES)
 
 
-__all__ = ["ACCURACY_SLACK", "ORACLE_WEIGHTS", "ThresholdTrial", "replay_policy", "tune_threshold", "SuccessMatrix", "mode_costs", "success_matrix", "train_on_labels", "training_rows"]
+__all__ = ["ACCURACY_SLACK", "ORACLE_WEIGHTS", "best_fixed_accuracy", "frontier_rows", "ThresholdTrial", "replay_policy", "tune_threshold", "SuccessMatrix", "mode_costs", "success_matrix", "train_on_labels", "training_rows"]

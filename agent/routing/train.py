@@ -3,6 +3,7 @@
     python -m agent.routing.train            # rebuild agent/routing/data/offline_router.npz
     python -m agent.routing.train --ablation # also report the variants (no features, no augmentation…)
     python -m agent.routing.train --labels labels.jsonl   # on oracle labels: agent/routing/data/oracle_router.npz
+    python -m agent.routing.train --labels labels.jsonl --target frontier   # on the frontier routing's modes
 
 With --labels it trains on the oracle labels of a labelling run instead (agent/routing/oracle_train.py).
 
@@ -78,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="with --labels: whose rows (default: the file's only model)")
     parser.add_argument("--none", choices=("drop", "cheapest"), default="drop",
                         help="with --labels: tasks no mode solved are dropped (default) or labelled with the cheapest mode")
+    parser.add_argument("--target", choices=("oracle", "frontier"), default="oracle",
+                        help="with --labels: learn the oracle label (default) or each task's mode in the frontier routing")
     args = parser.parse_args(argv)
     if args.labels is not None:
         return _main_labels(args, parser)
@@ -104,13 +107,13 @@ def _main_labels(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         parser.error("--ablation is for the source-label router; leave it out with --labels")
     out = args.out if args.out != DEFAULT_WEIGHTS else ORACLE_WEIGHTS  # never overwrite the source-label router
     try:
-        weights, meta = train_on_labels(args.labels, args.model, args.none)
+        weights, meta = train_on_labels(args.labels, args.model, args.none, target=args.target)
     except UserFacingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     out.parent.mkdir(parents=True, exist_ok=True)
     weights.save(out)
-    print(json.dumps({**{k: meta[k] for k in ("model", "none", "train_rows", "train_queries", "label_counts",
+    print(json.dumps({**{k: meta[k] for k in ("model", "target", "none", "train_rows", "train_queries", "label_counts",
                                                "validation_rows", "success", "success_counts", "mode_costs", "threshold",
                                                "results")}, "saved": str(out)}, indent=2))
     return 0

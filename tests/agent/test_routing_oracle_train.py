@@ -183,3 +183,26 @@ def test_trained_weights_carry_the_tuned_threshold_and_the_policy_uses_it(tmp_pa
     assert CostAwareRouter().threshold == 0.8  # weights without a tuned one
     with pytest.raises(ValueError, match="between 0 and 1"):
         CostAwareRouter(threshold=1.5)
+
+
+def test_frontier_labels_give_up_a_dear_win_the_aim_does_not_need(tmp_path: Path, capsys) -> None:
+    from agent.routing.oracle_train import frontier_rows
+
+    # 59 tasks instant solves and one only agentic solves: giving it up costs 1.7 points of accuracy
+    rows = [OracleRow(f"i{i}", f"What is the capital of {COUNTRIES[i % 18]}?", "m", _runs(True, True, True),
+                      split="train", oracle="instant") for i in range(59)]
+    rows.append(OracleRow("a", "Look up order #W2378150.", "m", _runs(False, False, True), split="train",
+                          oracle="agentic"))
+    labels = {q.extra["id"]: q.mode for q in frontier_rows(rows)}
+    assert labels["a"] == "instant" and set(labels.values()) == {"instant"}
+    # with a quarter of the tasks agentic-only, giving them up is not within 2 points: they stay agentic
+    labels = {q.extra["id"]: q.mode for q in frontier_rows([r for r in _rows() if r.split == "train"])}
+    assert {labels[r.id] for r in _rows() if r.split == "train" and r.oracle == "agentic"} == {"agentic"}
+    assert {labels[r.id] for r in _rows() if r.split == "train" and r.oracle == "none"} == {"instant"}
+
+    out = tmp_path / "frontier.npz"
+    assert train_main(["--labels", str(_write(_rows(), tmp_path / "labels.jsonl")), "--out", str(out),
+                       "--target", "frontier"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["target"] == "frontier" and summary["train_queries"] == summary["train_rows"]
+    assert OfflineRouter(out).weights.meta["target"] == "frontier"
