@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from agent.errors import UserFacingError
 from agent.plugin_api import MODES
-from agent.routing.aim import ACCURACY_SLACK
+from agent.routing.aim import ACCURACY_SLACK, frontier
 from agent.routing.cost import ModeCost, default_success
 from agent.routing.offline import DATA_DIR, RouterWeights
 from agent.routing.oracle import NONE, OracleRow, cheapest, load_oracle
@@ -81,8 +81,6 @@ def frontier_rows(rows: Sequence[OracleRow]) -> list[LabeledQuery]:
     """The router's training queries for the `frontier` target: each row's mode in the cheapest
     routing (tokens per pass) of these rows that keeps accuracy within ACCURACY_SLACK of their best
     fixed mode (agent/routing/aim.py), so hopeless and dear tasks are labelled with a cheap mode."""
-    from agent.routing.aim import frontier
-
     point = frontier(rows, max(0.0, best_fixed_accuracy(rows) - ACCURACY_SLACK))
     if point is None:
         return []
