@@ -248,6 +248,19 @@ def _regrade(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status(args: argparse.Namespace) -> int:
+    """--status: how far --out got, per model and pass."""
+    from scenarios.routing_tasks.labels_file import status
+
+    try:
+        lines = status(args.out, load_tasks(args.tasks) if args.tasks else load_tasks())
+    except UserFacingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(lines) if lines else f"{args.out} holds no rows")
+    return 0
+
+
 def _verify(args: argparse.Namespace) -> int:
     """--verify: every row of --model recomputed from the cassette alone and compared."""
     from scenarios.routing_tasks.verify import verify_labels
@@ -282,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replay", action="store_true", help="answer from the cassette only; load no model")
     parser.add_argument("--regrade", action="store_true",
                         help="grade every run in --out again from its recorded answer (current graders); run nothing")
+    parser.add_argument("--status", action="store_true",
+                        help="print how many tasks of each split --out holds per model and pass; run nothing")
     parser.add_argument("--verify", action="store_true",
                         help="recompute every row of --model in --out from the cassette (no model) and compare")
     parser.add_argument("--drop", action="store_true",
@@ -308,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.regrade:
         return _regrade(args)
+    if args.status:
+        return _status(args)
     if not args.model:
         parser.error("--model is required (except with --regrade)")
     if (args.prune or args.drop) and not args.verify:

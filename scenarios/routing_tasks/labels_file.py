@@ -166,6 +166,33 @@ def regrade_file(path: Path, tasks: Sequence[RoutingTask]) -> tuple[int, int]:
     return len(out), changed
 
 
+def status(path: Path, tasks: Sequence[RoutingTask]) -> list[str]:
+    """One line per model and pass in the file: tasks labelled out of each split's, and the oracle labels."""
+    from agent.jsonl import json_objects
+
+    if not path.is_file():
+        raise UserFacingError(f"no such labels file: {path}")
+    totals: dict[str, int] = defaultdict(int)
+    for task in tasks:
+        totals[task.split] += 1
+    done: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    labels: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for _, row in json_objects(path):
+        key = (str(row.get("model")), str(row.get("pass", GREEDY)))
+        done[key][str(row.get("split"))] += 1
+        labels[key][str(row.get("oracle"))] += 1
+    lines = []
+    for (model, pass_), splits in sorted(done.items()):
+        counts = ", ".join(f"{split} {splits.get(split, 0)}/{total}" for split, total in sorted(
+            totals.items(), key=lambda kv: ("test", "validation", "train").index(kv[0]) if kv[0] in
+            ("test", "validation", "train") else 3))
+        order = ("instant", "reasoning", "agentic", "none")
+        tally = ", ".join(f"{k} {v}" for k, v in sorted(labels[(model, pass_)].items(),
+                                                          key=lambda kv: (order.index(kv[0]) if kv[0] in order else 4, kv[0])))
+        lines.append(f"{model} ({pass_}): {counts}; oracle labels: {tally}")
+    return lines
+
+
 def append_row(path: Path, row: dict[str, Any]) -> None:
     """Append one row and make it durable before the next task starts."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -181,4 +208,4 @@ def clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-__all__ = ["ORDERS", "ResumeState", "append_row", "clock", "regrade_file", "resume", "stratified_order"]
+__all__ = ["ORDERS", "ResumeState", "append_row", "clock", "regrade_file", "resume", "status", "stratified_order"]

@@ -422,3 +422,17 @@ def test_verify_drop_moves_rows_a_changed_tool_made_stale_and_the_next_run_relab
     assert set(asked) == {PICK[1].query}
     assert _verify(tmp_path, out) == 0
     assert "4/4 rows recomputed identical" in capsys.readouterr().out
+
+
+def test_status_counts_each_split_per_model_and_pass(tmp_path: Path, capsys) -> None:
+    from scenarios.routing_tasks.labeling import LabelSettings
+
+    out = tmp_path / "labels.jsonl"
+    label_to_file(_model([]), PICK[:3], out, model_name="scripted")
+    label_to_file(_model([]), PICK[:1], out, LabelSettings(temperature=0.7, seed=1), model_name="scripted")
+    assert label_main(["--status", "--out", str(out), "--tasks", str(_tasks_file(tmp_path))]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"scripted (greedy): test 3/{len(PICK)}; oracle labels: ")
+    assert lines[1].startswith(f"scripted (t0.7-seed1): test 1/{len(PICK)}; oracle labels: ")
+    assert label_main(["--status", "--out", str(tmp_path / "none.jsonl")]) == 2
+    assert "no such labels file" in capsys.readouterr().err
