@@ -74,6 +74,10 @@ class CassetteModel(Model):
                 os.fsync(f.fileno())
         return response
 
+    def __contains__(self, key: object) -> bool:
+        """Whether the cassette holds an answer for this request key."""
+        return key in self._entries
+
     def keys(self) -> frozenset[str]:
         """The request keys the cassette holds an answer for."""
         return frozenset(self._entries)

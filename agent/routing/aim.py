@@ -55,6 +55,13 @@ class FrontierPoint:
     """The mode of each row, in row order."""
 
 
+def replay_policy(picks: Sequence[str], rows: Sequence[OracleRow]) -> tuple[float, float]:
+    """Accuracy and tokens per correct answer of routing each row to its pick, from the recorded runs."""
+    solved = sum(row.runs[m].success for m, row in zip(picks, rows, strict=True))
+    tokens = sum(row.runs[m].tokens for m, row in zip(picks, rows, strict=True))
+    return solved / len(rows), (tokens / solved if solved else float("inf"))
+
+
 def _routing(rows: Sequence[OracleRow], price: float) -> list[str]:
     """Each row's mode minimising tokens − price × success (ties: fewer tokens, then the cheaper mode)."""
     return [min(MODES, key=lambda m: (r.runs[m].tokens - price * r.runs[m].success, r.runs[m].tokens))
@@ -80,16 +87,15 @@ def frontier(rows: Sequence[OracleRow], min_accuracy: float) -> FrontierPoint | 
                     prices.add(max(0.0, (r.runs[a].tokens - r.runs[b].tokens) / gain))
     top = max(prices) + 1.0
     prices |= {p + 1e-6 for p in prices} | {top}
-    reasoning = sum(r.runs["reasoning"].tokens for r in rows) / max(sum(r.runs["reasoning"].success for r in rows), 1e-9)
+    reasoning = replay_policy(["reasoning"] * len(rows), rows)[1]
     best: FrontierPoint | None = None
     for price in sorted(prices):
         picks = _routing(rows, price)
-        solved = sum(r.runs[m].success for r, m in zip(rows, picks, strict=True))
-        if not solved or solved / len(rows) < min_accuracy - 1e-9:
+        accuracy, per_pass = replay_policy(picks, rows)
+        if accuracy < min_accuracy - 1e-9 or per_pass == float("inf"):
             continue
-        per_pass = sum(r.runs[m].tokens for r, m in zip(rows, picks, strict=True)) / solved
         if best is None or per_pass < best.tokens_per_pass:
-            best = FrontierPoint(solved / len(rows), per_pass, 1 - per_pass / reasoning,
+            best = FrontierPoint(accuracy, per_pass, 1 - per_pass / reasoning,
                                  {m: picks.count(m) for m in MODES}, tuple(picks))
     return best
 
@@ -129,4 +135,4 @@ def format_aim(report: OracleReport, rows: Sequence[OracleRow]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ACCURACY_SLACK", "CUT_AIM", "FrontierPoint", "aim_summary", "format_aim", "frontier", "meets_aim"]
+__all__ = ["ACCURACY_SLACK", "CUT_AIM", "FrontierPoint", "aim_summary", "format_aim", "frontier", "meets_aim", "replay_policy"]

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from agent.errors import UserFacingError
 from agent.plugin_api import MODES
-from agent.routing.aim import ACCURACY_SLACK, frontier
+from agent.routing.aim import ACCURACY_SLACK, frontier, replay_policy
 from agent.routing.cost import ModeCost, default_success
 from agent.routing.offline import DATA_DIR, RouterWeights
 from agent.routing.oracle import NONE, OracleRow, cheapest, load_oracle
@@ -123,13 +123,6 @@ class ThresholdTrial:
     """Share of tasks whose routed mode succeeded (pass rates where a task has several passes)."""
     tokens_per_pass: float
     """Tokens of the routed runs over the tasks solved (inf when none is)."""
-
-
-def replay_policy(picks: Sequence[str], rows: Sequence[OracleRow]) -> tuple[float, float]:
-    """Accuracy and tokens per correct answer of routing each row to its pick, from the recorded runs."""
-    solved = sum(row.runs[m].success for m, row in zip(picks, rows, strict=True))
-    tokens = sum(row.runs[m].tokens for m, row in zip(picks, rows, strict=True))
-    return solved / len(rows), (tokens / solved if solved else float("inf"))
 
 
 def best_fixed_accuracy(rows: Sequence[OracleRow]) -> float:

@@ -20,13 +20,14 @@ import os
 import random
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from agent.errors import UserFacingError
 from agent.file_lock import exclusive
+from agent.jsonl import json_objects
 from agent.routing.oracle import GREEDY, ModeRun, oracle_label
 from scenarios.routing_tasks.graders import grade
 from scenarios.routing_tasks.task import RoutingTask
@@ -166,10 +167,17 @@ def regrade_file(path: Path, tasks: Sequence[RoutingTask]) -> tuple[int, int]:
     return len(out), changed
 
 
+SPLITS = ("test", "validation", "train")
+LABELS = ("instant", "reasoning", "agentic", "none")
+
+
+def _rank(order: tuple[str, ...]) -> Callable[[str], tuple[int, str]]:
+    """A sort key: the names of `order` in its order, any others after them by name."""
+    return lambda name: (order.index(name) if name in order else len(order), name)
+
+
 def status(path: Path, tasks: Sequence[RoutingTask]) -> list[str]:
     """One line per model and pass in the file: tasks labelled out of each split's, and the oracle labels."""
-    from agent.jsonl import json_objects
-
     if not path.is_file():
         raise UserFacingError(f"no such labels file: {path}")
     totals: dict[str, int] = defaultdict(int)
@@ -183,12 +191,8 @@ def status(path: Path, tasks: Sequence[RoutingTask]) -> list[str]:
         labels[key][str(row.get("oracle"))] += 1
     lines = []
     for (model, pass_), splits in sorted(done.items()):
-        counts = ", ".join(f"{split} {splits.get(split, 0)}/{total}" for split, total in sorted(
-            totals.items(), key=lambda kv: ("test", "validation", "train").index(kv[0]) if kv[0] in
-            ("test", "validation", "train") else 3))
-        order = ("instant", "reasoning", "agentic", "none")
-        tally = ", ".join(f"{k} {v}" for k, v in sorted(labels[(model, pass_)].items(),
-                                                          key=lambda kv: (order.index(kv[0]) if kv[0] in order else 4, kv[0])))
+        counts = ", ".join(f"{split} {splits.get(split, 0)}/{totals[split]}" for split in sorted(totals, key=_rank(SPLITS)))
+        tally = ", ".join(f"{k} {labels[(model, pass_)][k]}" for k in sorted(labels[(model, pass_)], key=_rank(LABELS)))
         lines.append(f"{model} ({pass_}): {counts}; oracle labels: {tally}")
     return lines
 

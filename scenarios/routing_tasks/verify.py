@@ -50,7 +50,7 @@ class _KeyRecorder(CassetteModel):
         key = request_key(request)
         self.used.add(key)
         # The runtime turns a model error into the run's termination, so count it here to say why.
-        self.lacked += key not in self.keys()
+        self.lacked += key not in self
         return await super().complete(request)
 
 
