@@ -149,6 +149,8 @@ class Load:
     """Serve from a thread of this process instead of a process of its own."""
     profile: str | None = None
     """Write the server process's cProfile stats here (the last phase's server wins)."""
+    freeze: bool = True
+    """Freeze the server's start-up heap as `rein serve` does (False: as it did before)."""
 
 
 @dataclass
@@ -159,6 +161,8 @@ class PhaseStats:
     """Wall time of each phase's requests."""
     server_cpu_s: list[float] = field(default_factory=list)
     """CPU time (user + system, all threads) the server process spent in each phase."""
+    gc_pauses_s: list[float] = field(default_factory=list)
+    """The server process's cyclic garbage collections while serving, each one's wall time."""
 
 
 async def phase(url: str, conversations: list[Conversation], turns: range, latencies: list[float],
@@ -213,6 +217,8 @@ def serve_phase(db: str, conversations: list[Conversation], turns: range, latenc
     command = [sys.executable, __file__, "--serve", db, "--think-ms", str(load.think_s * 1000), "--agent", load.agent]
     if load.profile:
         command += ["--profile", load.profile]
+    if not load.freeze:
+        command.append("--no-freeze")
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
@@ -229,26 +235,56 @@ def serve_phase(db: str, conversations: list[Conversation], turns: range, latenc
             raise RuntimeError("the server process did not stop within 60 s") from None
     if code != 0:
         raise RuntimeError(f"the server process exited with {code}")
+    for line in proc.stdout or ():
+        if line.startswith("GC "):
+            stats.gc_pauses_s += [float(x) for x in line.split()[1:]]
 
 
-def serve(db: str, think_s: float, kind: str, profile: str | None = None) -> int:
-    """The server process: serve the bench agent on a free loopback port until SIGTERM."""
+def serve(db: str, think_s: float, kind: str, profile: str | None = None, freeze: bool = True) -> int:
+    """The server process: serve the bench agent on a free loopback port until SIGTERM; at the end,
+    print the wall time of each garbage collection it ran while serving."""
+    import gc
+
     import uvicorn
 
     try:
-        from agent.cli.serve import bind
+        from agent.cli.serve import bind, freeze_heap
     except ImportError:  # a checkout from before the CLI package (for before/after runs)
         from agent.serve_cli import bind  # type: ignore[no-redef]
+
+        def freeze_heap() -> None:  # as the checkouts before it did: nothing
+            pass
 
     app = create_app({AGENT: make_agent(db, think_s, kind)}, api_keys=[KEY], config=ServerConfig(request_timeout_s=30))
     sock = bind("127.0.0.1", 0)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=30))
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: None)  # uvicorn re-raises the stop signal after its shutdown
+    if freeze:
+        freeze_heap()
+    pauses: list[float] = []
+    started = [0.0]
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            pauses.append(time.perf_counter() - started[0])
+
+    gc.callbacks.append(timed)
     print(f"PORT {sock.getsockname()[1]}", flush=True)
+    try:
+        _serve(server, sock, profile)
+    finally:
+        gc.callbacks.remove(timed)
+        print("GC", *(f"{p:.6f}" for p in pauses), flush=True)
+    return 0
+
+
+def _serve(server: Any, sock: Any, profile: str | None) -> None:
     if not profile:
         server.run(sockets=[sock])
-        return 0
+        return
     import cProfile
 
     # CPU time of the event loop's thread, where the server's Python runs: wall time on a shared
@@ -261,7 +297,6 @@ def serve(db: str, think_s: float, kind: str, profile: str | None = None) -> int
     finally:
         profiler.disable()
         profiler.dump_stats(profile)
-    return 0
 
 
 def verify(db: str, conversations: list[Conversation], turns: int, kind: str = "function") -> list[str]:
@@ -287,13 +322,13 @@ def verify(db: str, conversations: list[Conversation], turns: int, kind: str = "
 
 def run(conversations: int, turns: int, restart_after: int, think_ms: float, db: str | Path,
         in_process: bool = False, *, agent: str = "function", concurrency: int = 0, stream: bool | None = None,
-        tag: str = "", profile: str | None = None) -> dict[str, Any]:
+        tag: str = "", profile: str | None = None, freeze: bool = True) -> dict[str, Any]:
     """Run the load test and return its numbers (and any problems).
 
     stream: None alternates streaming and plain conversations; True or False makes all of them so.
     """
     db = str(db)
-    load = Load(think_ms / 1000, agent, concurrency, in_process, profile)
+    load = Load(think_ms / 1000, agent, concurrency, in_process, profile, freeze)
     convs = [
         Conversation(i, STYLES[i % len(STYLES)], stream=i % 2 == 1 if stream is None else stream, tag=tag, agent=agent)
         for i in range(conversations)
@@ -335,6 +370,9 @@ def run(conversations: int, turns: int, restart_after: int, think_ms: float, db:
         # The server process's own CPU (all its threads) per answered turn: far steadier than
         # wall time on a shared machine, and it leaves out the client's cost.
         "server_cpu_ms_per_turn": round(cpu_s * 1000 / len(latencies), 2) if cpu_s is not None and latencies else None,
+        # Part of that CPU, and pauses every request in flight waits out (separate process only).
+        "server_gc_ms_per_turn": round(sum(stats.gc_pauses_s) * 1000 / len(latencies), 3) if latencies and not in_process else None,
+        "gc_pause_max_ms": round(max(stats.gc_pauses_s, default=0.0) * 1000, 1) if not in_process else None,
         "details": (errors + problems)[:20],
     }
 
@@ -360,7 +398,7 @@ def direct(db: str, kind: str, conversations: int, turns: int) -> dict[str, Any]
             "cpu_ms_per_turn": round(cpu * 1000 / n, 2), "wall_ms_per_turn": round(wall * 1000 / n, 2)}
 
 
-def sweep(dbs: list[tuple[str, str]], kind: str, turns: int, levels: tuple[int, ...]) -> list[dict[str, Any]]:
+def sweep(dbs: list[tuple[str, str]], kind: str, turns: int, levels: tuple[int, ...], freeze: bool = True) -> list[dict[str, Any]]:
     """Every concurrency level, plain and streaming, on every database: one server process per cell,
     at least 40 conversations per cell (so one at a time still gives 40 × turns latencies)."""
     rows = []
@@ -369,14 +407,15 @@ def sweep(dbs: list[tuple[str, str]], kind: str, turns: int, levels: tuple[int, 
             for stream in (False, True):
                 tag = f"{label}-{level}-{'s' if stream else 'p'}-{os.getpid()}-"
                 target = db if db.startswith("postgres") else f"{db}-{tag}.sqlite"
-                rows.append(run(max(level, 40), turns, turns, 0, target, agent=kind, concurrency=level, stream=stream, tag=tag))
+                rows.append(run(max(level, 40), turns, turns, 0, target, agent=kind, concurrency=level, stream=stream, tag=tag,
+                                freeze=freeze))
                 print(row_line(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
 
 TABLE_HEAD = (
-    "| checkpointer | concurrent | stream | turns ok | p50 ms | p95 ms | p99 ms | turns/s | server CPU ms/turn |\n"
-    "|---|---:|---|---:|---:|---:|---:|---:|---:|"
+    "| checkpointer | concurrent | stream | turns ok | p50 ms | p95 ms | p99 ms | turns/s | server CPU ms/turn | GC ms/turn | longest GC ms |\n"
+    "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
@@ -384,7 +423,8 @@ def row_line(r: dict[str, Any]) -> str:
     """One markdown table row of a run."""
     stream = {True: "yes", False: "no"}.get(r["stream"], str(r["stream"]))
     return (f"| {r['checkpointer']} | {r['concurrency']} | {stream} | {r['ok']}/{r['requests']} | {r['p50_ms']} | "
-            f"{r['p95_ms']} | {r['p99_ms']} | {r['requests_per_s']} | {r['server_cpu_ms_per_turn']} |")
+            f"{r['p95_ms']} | {r['p99_ms']} | {r['requests_per_s']} | {r['server_cpu_ms_per_turn']} | "
+            f"{r['server_gc_ms_per_turn']} | {r['gc_pause_max_ms']} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -412,10 +452,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", action="store_true",
                         help="two `rein serve` processes on one Postgres database (--db or --postgres), "
                         "turns alternating between them, one killed and restarted mid-load")
+    parser.add_argument("--no-freeze", action="store_true",
+                        help="serve without freezing the start-up heap (what `rein serve` did before; for comparisons)")
     parser.add_argument("--serve", metavar="DB", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
-        return serve(args.serve, args.think_ms / 1000, args.agent, args.profile)
+        return serve(args.serve, args.think_ms / 1000, args.agent, args.profile, not args.no_freeze)
     if args.processes:
         if not (1 <= args.conversations <= 500 and 1 <= args.turns <= 50):
             parser.error("keep it bounded: 1-500 conversations, 1-50 turns")
@@ -456,7 +498,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{result['thread_problems']} thread problems; latency p50 {result['p50_ms']} ms, "
             f"p95 {result['p95_ms']} ms, p99 {result['p99_ms']} ms, max {result['max_ms']} ms; "
             f"{result['requests_per_s']} req/s over {result['load_s']} s of load; "
-            f"server CPU {result['server_cpu_ms_per_turn']} ms/turn"
+            f"server CPU {result['server_cpu_ms_per_turn']} ms/turn, of it GC {result['server_gc_ms_per_turn']} ms/turn "
+            f"(longest pause {result['gc_pause_max_ms']} ms)"
         )
         for d in result.get("direct", []):
             print(f"direct (no server, sequential ainvoke) on {d['checkpointer']}: {d['cpu_ms_per_turn']} ms CPU per turn")
@@ -475,12 +518,12 @@ def _bounded(args: argparse.Namespace, db: Path, pg: str | None) -> dict[str, An
         try:
             dbs = [("sqlite", str(db))] + ([("postgres", pg)] if pg else [])
             if args.sweep:
-                out: dict[str, Any] = {"rows": sweep(dbs, args.agent, args.turns, SWEEP_CONCURRENCY)}
+                out: dict[str, Any] = {"rows": sweep(dbs, args.agent, args.turns, SWEEP_CONCURRENCY, not args.no_freeze)}
             else:
                 target = pg or str(db)
                 out = run(args.conversations, args.turns, args.restart_after, args.think_ms, target,
                           args.in_process, agent=args.agent, concurrency=args.concurrency, stream=stream,
-                          profile=args.profile)
+                          profile=args.profile, freeze=not args.no_freeze)
                 dbs = [d for d in dbs if d[1] == target]
             if args.direct:
                 out["direct"] = [direct(f"{d}-direct.sqlite" if label == "sqlite" else d, args.agent, 10, args.turns)

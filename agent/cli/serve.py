@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import socket
@@ -157,6 +158,19 @@ def run(args: argparse.Namespace) -> int:
     return serve_app(app, sock, args)
 
 
+def freeze_heap() -> None:
+    """Exempt everything alive now (imported modules, built agents, the app) from cyclic garbage
+    collection for the life of the process.
+
+    A served turn allocates many short-lived containers, so the collector runs every few hundred
+    allocations, and each of its full passes walked the ~180,000 objects of the imported libraries,
+    which never die: about 0.6 ms of CPU per turn, in pauses of ~100 ms that every request in flight
+    waits out (docs/server.md, "Sixth pass"). Frozen objects are still freed by reference counting;
+    only a cycle among them would now outlive its use, and start-up builds none it drops."""
+    gc.collect()
+    gc.freeze()
+
+
 def serve_app(app: Any, sock: socket.socket, args: argparse.Namespace) -> int:
     """Serve app on a listening socket until SIGINT or SIGTERM."""
     import uvicorn
@@ -171,6 +185,7 @@ def serve_app(app: Any, sock: socket.socket, args: argparse.Namespace) -> int:
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
+    freeze_heap()
     server.run(sockets=[sock])
     if args.listen_fd is None:
         print("rein serve: stopped", flush=True)

@@ -41,3 +41,6 @@ def test_echo_agent_in_a_server_process_reports_percentiles_and_server_cpu(capsy
     assert result["p50_ms"] <= result["p95_ms"] <= result["p99_ms"] <= result["max_ms"]
     # Measured on the server process itself, so it is there and positive.
     assert result["server_cpu_ms_per_turn"] > 0
+    # The server process reports its garbage collections while serving: a part of its CPU.
+    assert 0 <= result["server_gc_ms_per_turn"] < result["server_cpu_ms_per_turn"]
+    assert result["gc_pause_max_ms"] >= 0
