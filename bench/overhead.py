@@ -201,6 +201,9 @@ async def measure_store(turns: int, checkpointer: str, durabilities: list[str], 
                     write_xacts[durability] += await next_xid() - xid0
                 for label, n in calls.snapshot().items():
                     counted[durability][label] += n - before[label]
+        # Python function calls per turn: an exact count where the CPU times above move with the
+        # machine's load, so a change to the turn's code path shows on a busy machine too.
+        python_calls = {d: await _python_calls(lambda k, d=d: turn(d, turns + k), 20) for d in agents}
     out: dict[str, Any] = {"turns": turns, "checkpointer": checkpointer.split(":")[0], "turns_per_thread": turns_per_thread}
     for durability, agent in agents.items():
         c = counted[durability]
@@ -208,6 +211,7 @@ async def measure_store(turns: int, checkpointer: str, durabilities: list[str], 
             "durability": agent._durability,
             "cpu_median_us": round(statistics.median(cpu[durability])),
             "wall_median_us": round(statistics.median(wall[durability])),
+            "python_calls_per_turn": python_calls[durability],
             "aput_per_turn": round(c["aput"] / turns, 2),
             "aput_writes_per_turn": round(c["aput_writes"] / turns, 2),
             "journal_commits_per_turn": round((c["journal"] + c["journal_batch"]) / turns, 2),
@@ -215,6 +219,21 @@ async def measure_store(turns: int, checkpointer: str, durabilities: list[str], 
             **({"postgres_write_xacts_per_turn": round(write_xacts[durability] / turns, 2)} if postgres else {}),
         }
     return out
+
+
+async def _python_calls(turn: Any, n: int) -> float:
+    """The mean number of Python function calls (cProfile's count) of turns 0 … n-1."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        for k in range(n):
+            await turn(k)
+    finally:
+        profiler.disable()
+    return round(pstats.Stats(profiler).total_calls / n, 1)  # type: ignore[attr-defined]
 
 
 async def _postgres_xids(dsn: str, stack: contextlib.AsyncExitStack) -> Any:
