@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -19,10 +20,12 @@ from langgraph.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
+    get_checkpoint_metadata,
 )
+from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from agent.checkpoint_batching import WriteBatching
+from agent.checkpoint_batching import HeldWrites, WriteBatching
 from agent.errors import UserFacingError
 
 BUSY_TIMEOUT_MS = 10_000
@@ -154,17 +157,46 @@ _WRITE_SQL = (
 
 
 class BatchedSqliteSaver(WriteBatching, AsyncSqliteSaver):
-    """LangGraph's SQLite saver, committing a run's step writes with its checkpoint (`WriteBatching`).
+    """LangGraph's SQLite saver, committing a run's step writes with its checkpoint (`WriteBatching`),
+    each of its reads and commits in one hand-off to aiosqlite's thread.
 
-    Held rows are written on the saver's connection just before the checkpoint, uncommitted; the
-    checkpoint's own commit commits them with it, and a failed checkpoint rolls them back. The
-    connection is shared by every thread of the saver, so writing held rows and the checkpoint is
-    one section (`_txn`) that no other held write or rollback enters; LangGraph's own statements
-    commit within their own hold of `lock`, so a rollback here only ever undoes this section's rows."""
+    Held rows and the checkpoint are written and committed by one call on that thread, and a
+    checkpoint that fails rolls its held rows back with it. LangGraph's async saver hands every
+    statement, fetch, cursor close and commit to that thread one at a time (about 20 hand-offs, each a
+    queue put, a thread wake and an event-loop wake, to load a thread at the start of a run, and
+    3 more per held write and checkpoint); here its sync twin, given the same sqlite3 connection on
+    that thread, reads with the same statements in one hand-off, and the writes go in one as well.
+    This rests on aiosqlite's `Connection._execute` (run a function on its thread), which is why
+    pyproject.toml bounds the aiosqlite version."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._txn = asyncio.Lock()
+        self._twin: SqliteSaver | None = None
+
+    async def aget_tuple(self, config: RunnableConfig) -> Any:
+        await self._flush(config)
+        return await self._read(lambda twin: twin.get_tuple(config))
+
+    async def aget_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Mapping[str, Any]:
+        await self._flush(config)
+        return await self._read(lambda twin: twin.get_delta_channel_history(config=config, channels=channels))
+
+    async def _read(self, read: Callable[[SqliteSaver], Any]) -> Any:
+        """read(twin), with LangGraph's sync saver on this saver's sqlite3 connection, on its thread."""
+        await self.setup()
+        conn = self.conn._conn
+        twin = self._twin
+        if twin is None or twin.conn is not conn:
+            twin = self._twin = SqliteSaver(conn, serde=self.serde)
+            twin.is_setup = True  # the tables exist: setup() above
+            twin._has_task_path = self._has_task_path
+        return await self._on_thread(lambda _: read(twin))
+
+    async def _on_thread(self, call: Callable[..., Any], *args: Any) -> Any:
+        """call(sqlite3 connection, *args) in one hand-off to aiosqlite's thread, under the saver's lock."""
+        async with self.lock:
+            return await self.conn._execute(call, self.conn._conn, *args)
 
     def _held_rows(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> tuple[str, list[tuple[Any, ...]]]:
         conf = config["configurable"]
@@ -179,37 +211,45 @@ class BatchedSqliteSaver(WriteBatching, AsyncSqliteSaver):
     async def aput(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
     ) -> RunnableConfig:
-        # The held writes go first, uncommitted; the checkpoint's own commit commits them with it.
+        await self.setup()
+        conf = config["configurable"]
         async with self._txn:
-            wrote = await self._write_held(str(config["configurable"]["thread_id"]), commit=False)
-            try:
-                return self._stored(await super().aput(config, checkpoint, metadata, new_versions))
-            except BaseException:
-                if wrote:  # neither the checkpoint nor its writes (as on Postgres)
-                    async with self.lock:
-                        await self.conn.rollback()
-                raise
+            # Taken first: a checkpoint that cannot be stored takes its writes with it (as on Postgres).
+            held = self._take_held(str(conf["thread_id"]))
+            metadata_json = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False)
+            row = (str(conf["thread_id"]), conf["checkpoint_ns"], checkpoint["id"], conf.get("checkpoint_id"),
+                   *self.serde.dumps_typed(checkpoint), metadata_json.encode("utf-8", "ignore"))
+            await self._on_thread(_commit_rows, held, row)
+        return self._stored(
+            {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": conf["checkpoint_ns"], "checkpoint_id": checkpoint["id"]}}
+        )
 
     async def _commit_held(self, thread_id: str) -> None:
         async with self._txn:
-            await self._write_held(thread_id, commit=True)
+            held = self._take_held(thread_id)
+            if held:
+                await self.setup()
+                await self._on_thread(_commit_rows, held, None)
 
-    async def _write_held(self, thread_id: str, *, commit: bool) -> bool:
-        """Write the thread's held writes (and commit them when asked); whether there were any."""
-        held = self._take_held(thread_id)
-        if not held:
-            return False
-        await self.setup()
-        async with self.lock:
-            try:
-                for sql, rows in held:
-                    await self.conn.executemany(sql, rows)
-                if commit:
-                    await self.conn.commit()
-            except BaseException:
-                await self.conn.rollback()
-                raise
-        return True
+
+_CHECKPOINT_SQL = (
+    "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _commit_rows(conn: sqlite3.Connection, held: HeldWrites, checkpoint_row: tuple[Any, ...] | None) -> None:
+    """On aiosqlite's thread: the held writes, then the checkpoint (when given), in one transaction;
+    none of them when any fails."""
+    try:
+        for sql, rows in held:
+            conn.executemany(sql, rows)
+        if checkpoint_row is not None:
+            conn.execute(_CHECKPOINT_SQL, checkpoint_row)
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
 
 
 def durability_for(spec: Any, has_tools: bool) -> Literal["sync", "async", "exit"]:
@@ -243,9 +283,9 @@ async def latest_checkpoint_id(saver: Any, thread_id: str) -> str | None:
     a thread changed since it was last seen. On SQLite and Postgres it is one indexed query on the
     saver's own table and connection; other savers load the latest checkpoint to read its id."""
     if isinstance(saver, AsyncSqliteSaver):
-        async with saver.lock, saver.conn.execute(_LATEST_ID_SQL.format("?"), (thread_id,)) as cursor:
-            row = await cursor.fetchone()
-        return None if row is None else str(row[0])
+        async with saver.lock:  # one hand-off to aiosqlite's thread: statement and fetch together
+            rows = list(await saver.conn.execute_fetchall(_LATEST_ID_SQL.format("?"), (thread_id,)))
+        return str(rows[0][0]) if rows else None
     # By name, so that the lean install never imports the postgres extra to answer.
     if any(cls.__name__ == "AsyncPostgresSaver" for cls in type(saver).__mro__):
         async with saver._cursor() as cursor:

@@ -88,3 +88,48 @@ async def test_threads_on_one_connection_keep_their_own_held_rows(saver: Batched
     assert done[0] is None and isinstance(done[1], TypeError)
     assert _count(other, "writes", "a") == 20 and _count(other, "checkpoints", "a") == 2
     assert _count(other, "writes", "b") == 0 and _count(other, "checkpoints", "b") == 1
+
+
+async def test_reads_in_one_hand_off_equal_langgraphs_async_reads(tmp_path: Path) -> None:
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from agent import Agent
+    from agent.models import EchoModel
+    from agent.nodes.state import SNAPSHOT_EVERY
+
+    db = tmp_path / "threads.sqlite"
+    # Enough turns that the delta history spans a full copy of the message list.
+    async with Agent(EchoModel(), [], checkpointer=f"sqlite:{db}") as agent:
+        for i in range(SNAPSHOT_EVERY + 3):
+            await agent.ainvoke(f"turn {i}", "t1")
+    async with contextlib.AsyncExitStack() as stack:
+        saver = await open_checkpointer(f"sqlite:{db}", stack)
+        plain = AsyncSqliteSaver(await stack.enter_async_context(aiosqlite.connect(db)))
+        latest = await saver.aget_tuple(thread_config("t1"))
+        assert latest is not None
+        # A write stored after the latest checkpoint comes back as its pending write.
+        await saver.aput_writes(latest.config, [("__interrupt__", "ask")], "task-late")
+        handoffs = 0
+        execute = saver.conn._execute
+
+        async def counted(fn, *args, **kwargs):
+            nonlocal handoffs
+            handoffs += 1
+            return await execute(fn, *args, **kwargs)
+
+        saver.conn._execute = counted
+        for config in (thread_config("t1"), latest.config, thread_config("t1", latest.parent_config["configurable"]["checkpoint_id"])):
+            handoffs = 0
+            mine, theirs = await saver.aget_tuple(config), await plain.aget_tuple(config)
+            assert handoffs == 1
+            assert mine is not None and theirs is not None
+            assert (mine.config, mine.checkpoint, mine.metadata, mine.parent_config, mine.pending_writes) == (
+                theirs.config, theirs.checkpoint, theirs.metadata, theirs.parent_config, theirs.pending_writes)
+            channels = ["messages", "ledger", "interventions"]
+            handoffs = 0
+            history = await saver.aget_delta_channel_history(config=config, channels=channels)
+            assert handoffs == 1
+            assert history == await plain.aget_delta_channel_history(config=config, channels=channels)
+        assert len(history["messages"]["writes"]) > 0
+        assert await saver.aget_tuple(thread_config("no-such-thread")) is None
