@@ -141,6 +141,30 @@ async def connect_sqlite(path: str | Path, synchronous: Literal["NORMAL", "FULL"
     return conn
 
 
+async def on_sqlite_thread(conn: Any, call: Callable[..., Any], *args: Any) -> Any:
+    """call(sqlite3 connection, *args) run on an aiosqlite connection's own thread, in one hand-off.
+
+    aiosqlite hands each statement, fetch, cursor close and commit to its thread separately (a queue
+    put, a thread wake-up and an event-loop wake-up each); work done here as one call costs one, and
+    no other caller's statements come between its own. Uses aiosqlite's `Connection._execute`,
+    hence the bound on aiosqlite's version in pyproject.toml."""
+    return await conn._execute(call, conn._conn, *args)
+
+
+def commit_statements(conn: sqlite3.Connection, many: HeldWrites, single: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    """For `on_sqlite_thread`: each (statement, rows) of `many` by executemany, then each (statement,
+    parameters) of `single`, in one transaction; none of them when any fails."""
+    try:
+        for sql, rows in many:
+            conn.executemany(sql, rows)
+        for sql, params in single:
+            conn.execute(sql, params)
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+
+
 async def _open_sqlite(path: Path, stack: contextlib.AsyncExitStack) -> Any:
     # WAL lets readers run beside the writer; the busy timeout turns "database is locked" into a wait.
     conn = await connect_sqlite(path)
@@ -165,9 +189,8 @@ class BatchedSqliteSaver(WriteBatching, AsyncSqliteSaver):
     statement, fetch, cursor close and commit to that thread one at a time (about 20 hand-offs, each a
     queue put, a thread wake and an event-loop wake, to load a thread at the start of a run, and
     3 more per held write and checkpoint); here its sync twin, given the same sqlite3 connection on
-    that thread, reads with the same statements in one hand-off, and the writes go in one as well.
-    This rests on aiosqlite's `Connection._execute` (run a function on its thread), which is why
-    pyproject.toml bounds the aiosqlite version."""
+    that thread, reads with the same statements in one hand-off, and the writes go in one as well
+    (`on_sqlite_thread`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -194,9 +217,9 @@ class BatchedSqliteSaver(WriteBatching, AsyncSqliteSaver):
         return await self._on_thread(lambda _: read(twin))
 
     async def _on_thread(self, call: Callable[..., Any], *args: Any) -> Any:
-        """call(sqlite3 connection, *args) in one hand-off to aiosqlite's thread, under the saver's lock."""
+        """`on_sqlite_thread` on the saver's connection, under the saver's lock."""
         async with self.lock:
-            return await self.conn._execute(call, self.conn._conn, *args)
+            return await on_sqlite_thread(self.conn, call, *args)
 
     def _held_rows(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> tuple[str, list[tuple[Any, ...]]]:
         conf = config["configurable"]
@@ -219,7 +242,7 @@ class BatchedSqliteSaver(WriteBatching, AsyncSqliteSaver):
             metadata_json = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False)
             row = (str(conf["thread_id"]), conf["checkpoint_ns"], checkpoint["id"], conf.get("checkpoint_id"),
                    *self.serde.dumps_typed(checkpoint), metadata_json.encode("utf-8", "ignore"))
-            await self._on_thread(_commit_rows, held, row)
+            await self._on_thread(commit_statements, held, [(_CHECKPOINT_SQL, row)])
         return self._stored(
             {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": conf["checkpoint_ns"], "checkpoint_id": checkpoint["id"]}}
         )
@@ -229,27 +252,13 @@ class BatchedSqliteSaver(WriteBatching, AsyncSqliteSaver):
             held = self._take_held(thread_id)
             if held:
                 await self.setup()
-                await self._on_thread(_commit_rows, held, None)
+                await self._on_thread(commit_statements, held, ())
 
 
 _CHECKPOINT_SQL = (
     "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
-
-
-def _commit_rows(conn: sqlite3.Connection, held: HeldWrites, checkpoint_row: tuple[Any, ...] | None) -> None:
-    """On aiosqlite's thread: the held writes, then the checkpoint (when given), in one transaction;
-    none of them when any fails."""
-    try:
-        for sql, rows in held:
-            conn.executemany(sql, rows)
-        if checkpoint_row is not None:
-            conn.execute(_CHECKPOINT_SQL, checkpoint_row)
-        conn.commit()
-    except BaseException:
-        conn.rollback()
-        raise
 
 
 def durability_for(spec: Any, has_tools: bool) -> Literal["sync", "async", "exit"]:

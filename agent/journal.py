@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from agent.checkpoint import connect_sqlite, locate
+from agent.checkpoint import commit_statements, connect_sqlite, locate, on_sqlite_thread
 from tools import CallRequest, Tool, ToolKind, ToolResult
 from tools.execute import CallHooks, interrupted
 
@@ -290,18 +290,16 @@ class SqliteJournal(_SqlJournal):
             raise
         return cls(conn)
 
+    # Each call is one hand-off to aiosqlite's thread, and its statements one transaction that no
+    # other call's statements enter.
     async def _execute(self, sql: str, params: Sequence[Any]) -> None:
-        await self.conn.execute(sql, params)
-        await self.conn.commit()
+        await on_sqlite_thread(self.conn, commit_statements, (), [(sql, params)])
 
     async def _execute_all(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
-        for sql, params in statements:
-            await self.conn.execute(sql, params)
-        await self.conn.commit()
+        await on_sqlite_thread(self.conn, commit_statements, (), statements)
 
     async def _fetch(self, sql: str, params: Sequence[Any]) -> list[Sequence[Any]]:
-        async with self.conn.execute(sql, params) as cursor:
-            return list(await cursor.fetchall())
+        return list(await self.conn.execute_fetchall(sql, params))
 
     async def aclose(self) -> None:
         await self.conn.close()

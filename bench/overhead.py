@@ -177,10 +177,13 @@ async def measure_store(turns: int, checkpointer: str, durabilities: list[str], 
         # rein's saver stores checkpoints itself; its step writes still fall back to LangGraph's
         # aput_writes outside a batch.
         targets["aput"] = (agent.checkpoint.BatchedSqliteSaver, "aput")
+        import agent.journal
+
         # Every transaction on the checkpoint and journal connections (the lease's is sqlite3's own):
-        # aiosqlite's commits, and the saver's, made on aiosqlite's thread with its held writes.
+        # aiosqlite's own commits, and those the saver and the journal make on aiosqlite's thread.
         targets["sqlite_commits"] = (aiosqlite.Connection, "commit")
-        targets["saver_commits"] = (agent.checkpoint, "_commit_rows")
+        targets["saver_commits"] = (agent.checkpoint, "commit_statements")
+        targets["journal_sql_commits"] = (agent.journal, "commit_statements")
     calls = Calls(targets)
     run = uuid.uuid4().hex[:8]
     agents: dict[str, Agent] = {}
@@ -232,7 +235,7 @@ async def measure_store(turns: int, checkpointer: str, durabilities: list[str], 
             "aput_per_turn": round(c["aput"] / turns, 2),
             "aput_writes_per_turn": round(c["aput_writes"] / turns, 2),
             "journal_commits_per_turn": round((c["journal"] + c["journal_batch"]) / turns, 2),
-            **({"sqlite_commits_per_turn": round((c["sqlite_commits"] + c["saver_commits"]) / turns, 2)} if "sqlite_commits" in c else {}),
+            **({"sqlite_commits_per_turn": round((c["sqlite_commits"] + c["saver_commits"] + c["journal_sql_commits"]) / turns, 2)} if "sqlite_commits" in c else {}),
             **({"postgres_write_xacts_per_turn": round(write_xacts[durability] / turns, 2)} if postgres else {}),
         }
     return out

@@ -263,3 +263,18 @@ async def test_records_the_checkpoint_already_holds_are_ignored_and_dropped(tmp_
         history = [(m.role, m.text) for m in await agent.ahistory("T")]
     assert history == [*committed, ("user", "more"), ("assistant", "again")]
     assert Store(spec).turn_records("T") == 0
+
+
+async def test_journal_statements_committed_together_are_all_or_none(tmp_path: Path) -> None:
+    """The SQLite journal runs a batch of statements as one transaction on its connection's
+    thread: a statement that fails leaves none of the batch, and the journal goes on working."""
+    journal = await SqliteJournal.open(tmp_path / "threads.sqlite")
+    try:
+        await journal.record_turn(TurnRecord("T", 0, base=1, tip="", updates=[{"messages": ()}]))
+        with pytest.raises(sqlite3.OperationalError):
+            await journal._execute_all([(f"DELETE FROM {TURN_TABLE} WHERE thread_id = ?", ("T",)), ("DELETE FROM no_such_table", ())])
+        assert len(await journal.turn("T")) == 1  # the first DELETE was rolled back with the batch
+        await journal.end_run("T", None)
+        assert await journal.turn("T") == []
+    finally:
+        await journal.aclose()
