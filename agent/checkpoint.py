@@ -186,9 +186,9 @@ class BatchedSqliteSaver(WriteBatching, AsyncSqliteSaver):
 
     Held rows and the checkpoint are written and committed by one call on that thread, and a
     checkpoint that fails rolls its held rows back with it. LangGraph's async saver hands every
-    statement, fetch, cursor close and commit to that thread one at a time (about 20 hand-offs, each a
-    queue put, a thread wake and an event-loop wake, to load a thread at the start of a run, and
-    3 more per held write and checkpoint); here its sync twin, given the same sqlite3 connection on
+    statement, fetch, cursor close and commit to that thread one at a time (about fifteen hand-offs,
+    each a queue put, a thread wake and an event-loop wake, to load a thread at the start of a run,
+    and three more per held write and checkpoint); here its sync twin, given the same sqlite3 connection on
     that thread, reads with the same statements in one hand-off, and the writes go in one as well
     (`on_sqlite_thread`)."""
 

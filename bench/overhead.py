@@ -173,12 +173,11 @@ async def measure_store(turns: int, checkpointer: str, durabilities: list[str], 
         import aiosqlite
 
         import agent.checkpoint
+        import agent.journal
 
         # rein's saver stores checkpoints itself; its step writes still fall back to LangGraph's
         # aput_writes outside a batch.
         targets["aput"] = (agent.checkpoint.BatchedSqliteSaver, "aput")
-        import agent.journal
-
         # Every transaction on the checkpoint and journal connections (the lease's is sqlite3's own):
         # aiosqlite's own commits, and those the saver and the journal make on aiosqlite's thread.
         targets["sqlite_commits"] = (aiosqlite.Connection, "commit")

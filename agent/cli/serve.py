@@ -164,8 +164,8 @@ def freeze_heap() -> None:
 
     A served turn allocates many short-lived containers, so the collector runs every few hundred
     allocations, and each of its full passes walked the ~180,000 objects of the imported libraries,
-    which never die: about 0.6 ms of CPU per turn, in pauses of ~100 ms that every request in flight
-    waits out (docs/server.md, "Sixth pass"). Frozen objects are still freed by reference counting;
+    which never die: about 0.6 ms of CPU per turn, in pauses of 150–230 ms that every request in
+    flight waits out (docs/server.md, "Sixth pass"). Frozen objects are still freed by reference counting;
     only a cycle among them would now outlive its use, and start-up builds none it drops."""
     gc.collect()
     gc.freeze()
