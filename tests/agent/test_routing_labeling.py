@@ -391,6 +391,7 @@ def test_resume_waits_for_a_row_being_appended_instead_of_cutting_it_off(tmp_pat
         reader.join(0.5)
         assert reader.is_alive()  # it waits for the lock rather than reading half a row
         f.write(row[40:] + "\n")
+        f.flush()  # before the lock goes, as append_row does (the file closes only after the unlock)
     reader.join(10)
     assert seen[0].done == {PICK[0].id, PICK[1].id} and seen[0].rejected is None
     assert not (tmp_path / "labels.jsonl.rejected").exists()
