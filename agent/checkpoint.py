@@ -208,10 +208,9 @@ class BatchedSqliteSaver(WriteBatching, AsyncSqliteSaver):
     async def _read(self, read: Callable[[SqliteSaver], Any]) -> Any:
         """read(twin), with LangGraph's sync saver on this saver's sqlite3 connection, on its thread."""
         await self.setup()
-        conn = self.conn._conn
         twin = self._twin
-        if twin is None or twin.conn is not conn:
-            twin = self._twin = SqliteSaver(conn, serde=self.serde)
+        if twin is None:  # the saver keeps its one connection for life
+            twin = self._twin = SqliteSaver(self.conn._conn, serde=self.serde)
             twin.is_setup = True  # the tables exist: setup() above
             twin._has_task_path = self._has_task_path
         return await self._on_thread(lambda _: read(twin))
