@@ -44,3 +44,18 @@ def test_echo_agent_in_a_server_process_reports_percentiles_and_server_cpu(capsy
     # The server process reports its garbage collections while serving: a part of its CPU.
     assert 0 <= result["server_gc_ms_per_turn"] < result["server_cpu_ms_per_turn"]
     assert result["gc_pause_max_ms"] >= 0
+    # The client shares the machine's cores, so its own CPU is reported beside the server's.
+    assert result["client_cpu_ms_per_turn"] > 0
+
+
+def test_each_conversation_gets_a_connection_pool_of_its_own() -> None:
+    import asyncio
+
+    bench = load_bench()
+
+    async def pools() -> set[int]:
+        async with bench.chat_clients("http://127.0.0.1:9", 5) as clients:
+            return {id(c._client) for c in clients}
+
+    # One pool shared by every conversation made the client the bottleneck at 200 conversations.
+    assert len(asyncio.run(pools())) == 5
