@@ -288,13 +288,15 @@ def _for_model(history: list[Message]) -> tuple[list[Message], list[str]]:
         if history[i].role == "user":
             start = i
             break
-    messages: list[Message] = []
+    # The earlier turns are the bulk of a long conversation: filtered inline, without a call per
+    # message (most carry no metadata at all).
+    messages = [m for m in history[:start + 1] if not (m.metadata and m.metadata.get(STEP_KEY) in _INTERMEDIATE)]
     notes: list[str] = []
-    for i, m in enumerate(history):
+    for m in history[start + 1 :]:
         kind = step_of(m)
         if kind is None:
             messages.append(m)
-        elif i > start:
+        else:
             notes.append(f"{_LABELS[kind]}:\n{m.reasoning or ''}")
     return messages, notes
 

@@ -34,6 +34,7 @@ from agent.server.threads import (
     KeySource,
     Turn,
     compare,
+    compare_window,
     fork_id,
     is_open,
     reply_text,
@@ -325,7 +326,9 @@ class ServerState:
             history = await agent.ahistory_view(sid)
             if is_open(history) and await self._finish_cut_turn(agent, sid, handle):
                 history = await agent.ahistory_view(sid)
-            outcome = compare(request.turns, thread_turns(history))
+            # A client that sends only its new message is compared with the thread's first turns
+            # alone: reading the whole thread on every request made a turn cost grow with it.
+            outcome = compare(request.turns, thread_turns(history, compare_window(request.turns)))
             if outcome.kind == "extends":
                 return Plan("append", thread, parent, request.messages[outcome.index :])
             if outcome.kind == "replay":

@@ -20,8 +20,9 @@ by `compare` and `fork_id` and documented in docs/server.md:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -70,28 +71,41 @@ class Outcome:
 
 def merge_turns(items: Iterable[tuple[Role, str]]) -> list[Turn]:
     """Turns from (role, text) pairs, joining consecutive assistant texts into one reply."""
-    out: list[Turn] = []
+    return list(_merged(items))
+
+
+def _merged(items: Iterable[tuple[Role, str]]) -> Iterator[Turn]:
+    # Lazy, so a caller that needs only the first turns reads only the messages they come from.
+    reply: list[str] = []
     for role, text in items:
-        if role == "assistant" and out and out[-1].role == "assistant":
-            out[-1] = Turn("assistant", out[-1].text + REPLY_SEPARATOR + text)
-        else:
-            out.append(Turn(role, text))
-    return out
+        if role == "assistant":
+            reply.append(text)
+            continue
+        if reply:
+            yield Turn("assistant", REPLY_SEPARATOR.join(reply))
+            reply = []
+        yield Turn(role, text)
+    if reply:
+        yield Turn("assistant", REPLY_SEPARATOR.join(reply))
 
 
-def thread_turns(history: list[Message]) -> list[Turn]:
-    """A thread's surface dialogue as turns (tool traffic, plants and empty messages left out)."""
-    pairs: list[tuple[Role, str]] = []
-    # surface_dialogue's filter, without building a new Message per message of the thread (this
-    # runs on every request, over the whole thread).
+def _surface_pairs(history: list[Message]) -> Iterator[tuple[Role, str]]:
+    # surface_dialogue's filter, without building a new Message per message of the thread.
     for m in history:
         if m.metadata.get(PLANTED):
             continue
         if m.role == "user":
-            pairs.append(("user", m.text))
+            yield "user", m.text
         elif m.role == "assistant" and (text := m.text).strip():
-            pairs.append(("assistant", text))
-    return merge_turns(pairs)
+            yield "assistant", text
+
+
+def thread_turns(history: list[Message], limit: int | None = None) -> list[Turn]:
+    """A thread's surface dialogue as turns (tool traffic, plants and empty messages left out).
+
+    With limit, only its first `limit` turns, reading the thread only as far as they reach.
+    """
+    return list(itertools.islice(_merged(_surface_pairs(history)), limit))
 
 
 def reply_text(history: list[Message]) -> str:
@@ -126,11 +140,17 @@ def same_reply(client: Turn, thread: Turn) -> bool:
 def _same(client: Turn, thread: Turn) -> bool:
     if client.role != thread.role:
         return False
+    if client.text == thread.text:  # the usual case, without normalizing whitespace on both sides
+        return True
     return client.key == thread.key if client.role == "user" else same_reply(client, thread)
 
 
 def compare(client: list[Turn], thread: list[Turn]) -> Outcome:
-    """Relate a client's history (ending with a user message) to a thread's."""
+    """Relate a client's history (ending with a user message) to a thread's.
+
+    Only the thread's first len(client) + 2 turns decide it (`compare_window`): a longer thread can
+    neither end where the client's history does nor one reply after it.
+    """
     n = 0
     while n < len(client) and n < len(thread) and _same(client[n], thread[n]):
         n += 1
@@ -141,6 +161,11 @@ def compare(client: list[Turn], thread: list[Turn]) -> Outcome:
     if n == len(client) and len(thread) == n + 1 and thread[n].role == "assistant":
         return Outcome("replay", n, thread[n].text)
     return Outcome("diverges", n)
+
+
+def compare_window(client: list[Turn]) -> int:
+    """How many of a thread's first turns `compare` needs to relate it to this client history."""
+    return len(client) + 2
 
 
 def fork_id(base: str, parent: str, client: list[Turn], index: int) -> str:

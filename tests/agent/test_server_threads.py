@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -15,6 +16,7 @@ from agent.server.threads import (
     Turn,
     check_key,
     compare,
+    compare_window,
     derived_key,
     fork_id,
     is_open,
@@ -75,6 +77,29 @@ def test_fork_ids_are_deterministic_and_stable_across_the_forked_conversation() 
     assert fork_id("k", "k", after, 3) == regen_fork
     # Forks of forks hash their parent, so they never collide with it.
     assert fork_id("k", fork, edit, d) != fork
+
+
+def test_compare_on_the_thread_s_first_turns_decides_as_on_the_whole_thread() -> None:
+    rng = random.Random(17)
+    words = ["hi", "hello!", "book it", "done", "thanks", "hi "]
+    seen = set()
+    for _ in range(4000):
+        history = []
+        for _ in range(rng.randrange(0, 12)):
+            role = rng.choice(["user", "assistant", "assistant"])
+            history.append(Message.user(rng.choice(words)) if role == "user" else Message.assistant(rng.choice(words + [""])))
+        full = thread_turns(history)
+        # Clients: a prefix of the thread (possibly edited) plus a new user message, or a fresh one.
+        client = full[: rng.randrange(0, len(full) + 1)]
+        if client and rng.random() < 0.3:
+            i = rng.randrange(len(client))
+            client[i] = Turn(client[i].role, rng.choice(words))
+        client = [*client, Turn("user", rng.choice(words))]
+        window = thread_turns(history, compare_window(client))
+        assert window == full[: compare_window(client)]
+        assert compare(client, window) == compare(client, full), (client, full)
+        seen.add(compare(client, full).kind)
+    assert seen == {"extends", "replay", "unanswered", "diverges"}
 
 
 def test_merge_turns_joins_consecutive_replies() -> None:
