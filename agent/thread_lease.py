@@ -207,95 +207,158 @@ class SqliteLeases:
 
     A lease is taken over when it expired (no heartbeat for ttl_s) or when its owner ran on this
     host and its pid is dead, so a killed process's thread can be continued at once.
+
+    Each statement first runs on the caller's thread on a connection that never waits for
+    SQLite's write lock (busy timeout 0): uncontended, as almost every take and drop is, that
+    costs a fraction of the two thread hand-offs a worker thread would. When the lock is busy (or
+    the connection is in use) it runs on a worker thread, whose connection waits up to
+    BUSY_TIMEOUT_MS as before, so the event loop never blocks on a lock.
     """
 
     def __init__(self, path: str, ttl_s: float = LEASE_TTL_S) -> None:
         self.path = path
         self.ttl_s = ttl_s
         self.host = host_id()
-        self._mutex = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._conn_pid = 0
-
-    @contextlib.contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        # One connection, kept open (opening a database costs more than a lease write), used by
-        # one worker thread at a time; a forked child opens its own.
-        with self._mutex:
-            if self._conn is None or self._conn_pid != os.getpid():
-                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute(
-                    f"CREATE TABLE IF NOT EXISTS {LEASE_TABLE} (thread_id TEXT PRIMARY KEY, owner TEXT NOT NULL, "
-                    "pid INTEGER NOT NULL, host TEXT NOT NULL, expires_at REAL NOT NULL)"
-                )
-                self._conn, self._conn_pid = conn, os.getpid()
-            try:
-                yield self._conn
-            except BaseException:
-                if self._conn.in_transaction:
-                    self._conn.rollback()
-                raise
+        self._waiting = _LeaseConnection(path, BUSY_TIMEOUT_MS / 1000)
+        self._quick = _LeaseConnection(path, 0.0)
 
     def take(self, thread_id: str, owner: str) -> str | None:
         """Take the lease for owner; None on success, else who holds it."""
-        with self._connection() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            row = conn.execute(
-                f"SELECT pid, host, expires_at FROM {LEASE_TABLE} WHERE thread_id = ?", (thread_id,)
-            ).fetchone()
-            now = time.time()
-            if row is not None:
-                pid, host, expires_at = row
-                dead = host == self.host and not pid_alive(pid)
-                if expires_at > now and not dead:
-                    conn.execute("ROLLBACK")
-                    return f"pid {pid} on {host} holds its lease"
-                why = "its pid is dead" if dead else f"it expired {now - expires_at:.1f} s ago"
-                log.info("taking over the lease of thread %r from pid %s on %s: %s", thread_id, pid, host, why)
-            conn.execute(
-                f"INSERT OR REPLACE INTO {LEASE_TABLE} VALUES (?, ?, ?, ?, ?)",
-                (thread_id, owner, os.getpid(), self.host, now + self.ttl_s),
-            )
-            conn.execute("COMMIT")
-            return None
+        with self._waiting.use() as conn:
+            return self._take(conn, thread_id, owner)
 
     def extend(self, thread_id: str, owner: str) -> bool:
         """Push the expiry on; False when the row is no longer owner's."""
-        with self._connection() as conn:
-            cur = conn.execute(
-                f"UPDATE {LEASE_TABLE} SET expires_at = ? WHERE thread_id = ? AND owner = ?",
-                (time.time() + self.ttl_s, thread_id, owner),
-            )
-            return cur.rowcount == 1
+        with self._waiting.use() as conn:
+            return self._extend(conn, thread_id, owner)
 
     def drop(self, thread_id: str, owner: str) -> None:
         """Delete owner's lease row."""
-        with self._connection() as conn:
-            conn.execute(f"DELETE FROM {LEASE_TABLE} WHERE thread_id = ? AND owner = ?", (thread_id, owner))
+        with self._waiting.use() as conn:
+            self._drop(conn, thread_id, owner)
+
+    def _take(self, conn: sqlite3.Connection, thread_id: str, owner: str) -> str | None:
+        conn.execute("BEGIN IMMEDIATE")
+        row = conn.execute(f"SELECT pid, host, expires_at FROM {LEASE_TABLE} WHERE thread_id = ?", (thread_id,)).fetchone()
+        now = time.time()
+        if row is not None:
+            pid, host, expires_at = row
+            dead = host == self.host and not pid_alive(pid)
+            if expires_at > now and not dead:
+                conn.execute("ROLLBACK")
+                return f"pid {pid} on {host} holds its lease"
+            why = "its pid is dead" if dead else f"it expired {now - expires_at:.1f} s ago"
+            log.info("taking over the lease of thread %r from pid %s on %s: %s", thread_id, pid, host, why)
+        conn.execute(
+            f"INSERT OR REPLACE INTO {LEASE_TABLE} VALUES (?, ?, ?, ?, ?)",
+            (thread_id, owner, os.getpid(), self.host, now + self.ttl_s),
+        )
+        conn.execute("COMMIT")
+        return None
+
+    def _extend(self, conn: sqlite3.Connection, thread_id: str, owner: str) -> bool:
+        cur = conn.execute(
+            f"UPDATE {LEASE_TABLE} SET expires_at = ? WHERE thread_id = ? AND owner = ?",
+            (time.time() + self.ttl_s, thread_id, owner),
+        )
+        return cur.rowcount == 1
+
+    def _drop(self, conn: sqlite3.Connection, thread_id: str, owner: str) -> None:
+        conn.execute(f"DELETE FROM {LEASE_TABLE} WHERE thread_id = ? AND owner = ?", (thread_id, owner))
+
+    async def _run(self, op: Any, *args: Any) -> Any:
+        """op(connection, *args) on this thread if it need not wait, else on a worker thread."""
+        done, value = self._quick.try_now(op, *args)
+        if done:
+            return value
+        return await asyncio.to_thread(self._waiting.run, op, *args)
 
     async def acquire(self, thread_id: str, deadline: float | None) -> tuple[str, str]:
         owner = uuid.uuid4().hex
 
         async def attempt() -> tuple[tuple[str, str] | None, str | None]:
-            take = asyncio.ensure_future(asyncio.to_thread(self.take, thread_id, owner))
-            try:
-                holder = await asyncio.shield(take)
-            except asyncio.CancelledError:
-                # The row may be written already; a cancelled turn must not keep it.
-                with contextlib.suppress(Exception):
-                    if await take is None:
-                        await asyncio.to_thread(self.drop, thread_id, owner)
-                raise
+            done, holder = self._quick.try_now(self._take, thread_id, owner)
+            if not done:
+                take = asyncio.ensure_future(asyncio.to_thread(self._waiting.run, self._take, thread_id, owner))
+                try:
+                    holder = await asyncio.shield(take)
+                except asyncio.CancelledError:
+                    # The row may be written already; a cancelled turn must not keep it.
+                    with contextlib.suppress(Exception):
+                        if await take is None:
+                            await asyncio.to_thread(self.drop, thread_id, owner)
+                    raise
             return ((thread_id, owner), None) if holder is None else (None, holder)
 
         return await _poll(deadline, attempt)
 
     async def renew(self, handle: tuple[str, str]) -> bool:
-        return await asyncio.to_thread(self.extend, *handle)
+        return bool(await self._run(self._extend, *handle))
 
     async def release(self, handle: tuple[str, str]) -> None:
-        await asyncio.to_thread(self.drop, *handle)
+        await self._run(self._drop, *handle)
+
+
+class _LeaseConnection:
+    """One lease connection, kept open (opening a database costs more than a lease write) and
+    used by one thread at a time; a forked child opens its own."""
+
+    def __init__(self, path: str, busy_timeout_s: float) -> None:
+        self.path = path
+        self.busy_timeout_s = busy_timeout_s
+        self._mutex = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+
+    def _open(self) -> sqlite3.Connection:
+        if self._conn is None or self._pid != os.getpid():
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {LEASE_TABLE} (thread_id TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+                "pid INTEGER NOT NULL, host TEXT NOT NULL, expires_at REAL NOT NULL)"
+            )
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
+
+    @contextlib.contextmanager
+    def use(self) -> Iterator[sqlite3.Connection]:
+        """The connection, this thread's until the block ends (waiting for another thread's use)."""
+        with self._mutex:
+            conn = self._open()
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.rollback()
+                raise
+
+    def run(self, op: Any, *args: Any) -> Any:
+        """op(connection, *args), waiting for the connection (and SQLite's lock) as long as it takes."""
+        with self.use() as conn:
+            return op(conn, *args)
+
+    def try_now(self, op: Any, *args: Any) -> tuple[bool, Any]:
+        """(True, op(connection, *args)) when it ran without waiting; (False, None) when the
+        connection was in use or SQLite's write lock was busy (op's transaction rolled back)."""
+        if not self._mutex.acquire(blocking=False):
+            return False, None
+        try:
+            conn = self._open()
+            try:
+                return True, op(conn, *args)
+            except sqlite3.OperationalError as exc:
+                if conn.in_transaction:
+                    conn.rollback()
+                if exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):  # extended codes too
+                    return False, None
+                raise
+            except BaseException:
+                if conn.in_transaction:
+                    conn.rollback()
+                raise
+        finally:
+            self._mutex.release()
 
 
 def advisory_key(thread_id: str) -> int:

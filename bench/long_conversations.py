@@ -41,7 +41,18 @@ def message(thread: int, turn: int, chars: int) -> str:
     return head + "x" * max(0, chars - len(head))
 
 
-async def drive(db: Path, threads: int, turns: int, at: list[int], window: int, style: str, chars: int) -> dict[str, Any]:
+def streamed_text(body: str) -> str:
+    """The answer text of an SSE chat completion stream."""
+    parts = []
+    for line in body.splitlines():
+        if line.startswith("data: ") and line != "data: [DONE]":
+            choices = json.loads(line[6:]).get("choices") or [{}]
+            parts.append(choices[0].get("delta", {}).get("content") or "")
+    return "".join(parts)
+
+
+async def drive(db: Path, threads: int, turns: int, at: list[int], window: int, style: str, chars: int,
+                stream: bool = False) -> dict[str, Any]:
     agent = Agent(EchoModel(), checkpointer=f"sqlite:{db}", name=AGENT)
     app = create_app({AGENT: agent}, api_keys=[KEY])
     state = app.state.rein
@@ -59,10 +70,10 @@ async def drive(db: Path, threads: int, turns: int, at: list[int], window: int, 
                     body = {"model": AGENT, "messages": [new]}
                 else:
                     body = {"model": AGENT, "messages": [*histories[i], new], "user": f"long-{i}"}
-                r = await http.post("/v1/chat/completions", headers=headers, json=body)
+                r = await http.post("/v1/chat/completions", headers=headers, json={**body, "stream": stream})
                 if r.status_code != 200:
                     raise RuntimeError(f"thread {i} turn {t}: HTTP {r.status_code}: {r.text[:200]}")
-                answer = r.json()["choices"][0]["message"]["content"]
+                answer = streamed_text(r.text) if stream else r.json()["choices"][0]["message"]["content"]
                 if answer != f"You said: {new['content']}":
                     raise RuntimeError(f"thread {i} turn {t}: unexpected answer {answer[:80]!r}")
                 histories[i] += [new, {"role": "assistant", "content": answer}]
@@ -109,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=3, help="turns profiled from each --at turn")
     parser.add_argument("--style", choices=("header", "history"), default="header",
                         help="header: X-Rein-Thread and the new message only; history: the whole conversation each time")
+    parser.add_argument("--stream", action="store_true", help="streamed answers (SSE) instead of whole ones")
     parser.add_argument("--chars", type=int, default=220, help="characters per user message")
     parser.add_argument("--top", type=int, default=8, help="functions listed in the growth breakdown")
     parser.add_argument("--json", action="store_true")
@@ -117,9 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     if not (1 <= args.threads <= 200 and 1 <= args.turns <= 200 and at and at[0] >= 1 and at[-1] <= args.turns):
         parser.error("keep it bounded: 1-200 threads, 1-200 turns, --at within the turns")
     with tempfile.TemporaryDirectory() as tmp:
-        samples = asyncio.run(drive(Path(tmp) / "long.sqlite", args.threads, args.turns, at, args.window, args.style, args.chars))
+        samples = asyncio.run(drive(Path(tmp) / "long.sqlite", args.threads, args.turns, at, args.window, args.style, args.chars,
+                                 args.stream))
     result = {
         "style": args.style,
+        "stream": args.stream,
         "threads": args.threads,
         "at": {t: {k: v for k, v in s.items() if k != "calls"} for t, s in samples.items()},
         "growth": growth(samples, args.top),
@@ -127,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"{args.style} clients, {args.threads} threads, {args.chars}-character messages")
+    print(f"{args.style} clients, {'streamed' if args.stream else 'whole'} answers, {args.threads} threads, "
+          f"{args.chars}-character messages")
     print("| turn | Python calls per turn | CPU ms per turn (profiled) |\n|---:|---:|---:|")
     for t, s in result["at"].items():
         print(f"| {t} | {s['python_calls_per_turn']} | {s['cpu_ms_per_turn_profiled']} |")

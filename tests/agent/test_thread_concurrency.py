@@ -300,6 +300,45 @@ async def test_the_heartbeat_keeps_a_lease_alive_and_notices_a_takeover(tmp_path
     assert [row[0] for row in lease_rows(db)] == ["T"]  # the thief's row stays
 
 
+async def test_a_lease_is_taken_without_a_worker_thread_unless_sqlite_s_lock_is_busy(tmp_path: Path, monkeypatch) -> None:
+    db = tmp_path / "t.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+    leases = ThreadLeases("q", SqliteLeases(str(db)))
+    handed_off = []
+    real_to_thread = asyncio.to_thread
+
+    async def counting_to_thread(fn, *args, **kwargs):
+        handed_off.append(fn)
+        return await real_to_thread(fn, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counting_to_thread)
+    async with leases.hold("T", 1):
+        assert [row[0] for row in lease_rows(db)] == ["T"]
+    assert lease_rows(db) == [] and handed_off == []  # taken and dropped on the event loop's thread
+
+    # Another writer holds SQLite's write lock: the take waits for it on a worker thread, and the
+    # event loop goes on meanwhile.
+    blocker = sqlite3.connect(db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    entered = asyncio.Event()
+
+    async def turn() -> None:
+        async with leases.hold("T", 10):
+            entered.set()
+
+    task = asyncio.create_task(turn())
+    ticks = 0
+    while ticks < 20 and not entered.is_set():
+        await asyncio.sleep(0.01)
+        ticks += 1
+    assert ticks == 20 and not entered.is_set() and len(handed_off) == 1
+    blocker.execute("COMMIT")
+    blocker.close()
+    await asyncio.wait_for(task, 10)
+    assert entered.is_set() and lease_rows(db) == []
+
+
 async def test_postgres_advisory_locks_exclude_a_second_connection(postgres_url: str) -> None:
     first = ThreadLeases("first", PostgresLeases(postgres_url))
     second = ThreadLeases("second", PostgresLeases(postgres_url))  # own in-process scope, own connection
