@@ -275,7 +275,10 @@ def serve(db: str, think_s: float, kind: str, profile: str | None = None, freeze
 
     app = create_app({AGENT: make_agent(db, think_s, kind)}, api_keys=[KEY], config=ServerConfig(request_timeout_s=30))
     sock = bind("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=30))
+    # uvicorn picks uvloop and httptools when installed (the server extra brings them), else
+    # asyncio's own loop and the pure-Python h11 parser; --pure-asyncio forces the latter.
+    pure = {"loop": "asyncio", "http": "h11"} if os.environ.get("REIN_BENCH_PURE_ASYNCIO") else {}
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=30, **pure))
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: None)  # uvicorn re-raises the stop signal after its shutdown
     if freeze:
@@ -474,8 +477,12 @@ def main(argv: list[str] | None = None) -> int:
                         "turns alternating between them, one killed and restarted mid-load")
     parser.add_argument("--no-freeze", action="store_true",
                         help="serve without freezing the start-up heap (what `rein serve` did before; for comparisons)")
+    parser.add_argument("--pure-asyncio", action="store_true",
+                        help="serve on asyncio's own loop with the h11 parser (an install without uvloop and httptools)")
     parser.add_argument("--serve", metavar="DB", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.pure_asyncio:  # the server processes this one starts read it
+        os.environ["REIN_BENCH_PURE_ASYNCIO"] = "1"
     if args.serve:
         return serve(args.serve, args.think_ms / 1000, args.agent, args.profile, not args.no_freeze)
     if args.processes:
