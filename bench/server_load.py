@@ -209,6 +209,16 @@ async def chat_clients(url: str, n: int) -> Any:
         yield clients
 
 
+def client_loop() -> Any:
+    """The clients' event loop: uvloop's when installed, the cheaper one on the cores the client
+    shares with the server process (None: asyncio's own)."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
 def process_cpu(pid: int) -> Any:
     """A function returning the CPU seconds process pid has used so far (None without psutil)."""
     try:
@@ -243,7 +253,8 @@ def serve_phase(db: str, conversations: list[Conversation], turns: range, latenc
         if not line.startswith("PORT "):
             raise RuntimeError(f"the server process did not start (said {line!r})")
         url = f"http://127.0.0.1:{int(line.split()[1])}"
-        asyncio.run(phase(url, conversations, turns, latencies, load, stats, process_cpu(proc.pid)))
+        with asyncio.Runner(loop_factory=client_loop()) as runner:
+            runner.run(phase(url, conversations, turns, latencies, load, stats, process_cpu(proc.pid)))
     finally:
         proc.send_signal(signal.SIGTERM)  # graceful: running turns finish, the checkpointer closes
         try:
