@@ -34,11 +34,21 @@ def error_event(exc: BaseException) -> bytes:
     return encode(body)
 
 
+async def next_item(items: asyncio.Queue[Any], deadline: float) -> Any:
+    """The queue's next item; TimeoutError once the loop's clock passes deadline.
+
+    Items come in bursts (a model's tokens), so one already there is taken without a timer; the
+    wait is bounded by a timeout scope rather than wait_for, which starts a task per call."""
+    if not items.empty():
+        return items.get_nowait()
+    async with asyncio.timeout_at(deadline):
+        return await items.get()
+
+
 async def stream_turn(handle: TurnHandle, request: ChatRequest, deadline: float, timeout_s: float) -> AsyncIterator[bytes]:
     """The SSE body of a streamed turn: a role chunk, content (and rein event) chunks, a final
     chunk with the finish reason, an optional usage chunk, and [DONE]. rein's metadata rides on
     the last chunk before [DONE]."""
-    loop = asyncio.get_running_loop()
     cid, created, model = new_completion_id(), int(time.time()), request.model
     usage_field = request.include_usage
 
@@ -49,7 +59,7 @@ async def stream_turn(handle: TurnHandle, request: ChatRequest, deadline: float,
     outcome: TurnOutcome | None = None
     while outcome is None:
         try:
-            kind, value = await asyncio.wait_for(handle.items.get(), max(deadline - loop.time(), 0.0))
+            kind, value = await next_item(handle.items, deadline)
         except TimeoutError:
             yield error_event(
                 ApiError(
