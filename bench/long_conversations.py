@@ -27,12 +27,26 @@ from typing import Any
 
 import httpx
 
+from agent.messages import ModelRequest, ModelResponse, Usage
+from agent.models import FunctionModel
 from agent.models.testing import EchoModel
 from agent.runtime import Agent
 from agent.server import create_app
 
 AGENT = "bench"
 KEY = "bench-key"
+
+
+def constant_echo() -> FunctionModel:
+    """Echo's answers at a cost that does not grow with the prompt: it reads only the last message
+    and reports fixed usage, where EchoModel counts every message's tokens (as a model reads its
+    whole prompt). What still grows with it is rein's."""
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        text = f"You said: {request.messages[-1].text}"
+        return ModelResponse(text=text, usage=Usage(input_tokens=1, output_tokens=1, requests=1))
+
+    return FunctionModel(answer, name="constant-echo")
 
 
 def message(thread: int, turn: int, chars: int) -> str:
@@ -52,8 +66,8 @@ def streamed_text(body: str) -> str:
 
 
 async def drive(db: Path, threads: int, turns: int, at: list[int], window: int, style: str, chars: int,
-                stream: bool = False) -> dict[str, Any]:
-    agent = Agent(EchoModel(), checkpointer=f"sqlite:{db}", name=AGENT)
+                stream: bool = False, model: str = "echo") -> dict[str, Any]:
+    agent = Agent(EchoModel() if model == "echo" else constant_echo(), checkpointer=f"sqlite:{db}", name=AGENT)
     app = create_app({AGENT: agent}, api_keys=[KEY])
     state = app.state.rein
     await state.open()
@@ -121,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--style", choices=("header", "history"), default="header",
                         help="header: X-Rein-Thread and the new message only; history: the whole conversation each time")
     parser.add_argument("--stream", action="store_true", help="streamed answers (SSE) instead of whole ones")
+    parser.add_argument("--model", choices=("echo", "constant"), default="echo",
+                        help="echo: the shipped EchoModel (counts its whole prompt's tokens); constant: the same "
+                        "answers at a cost that does not grow, leaving only rein's growth")
     parser.add_argument("--chars", type=int, default=220, help="characters per user message")
     parser.add_argument("--top", type=int, default=8, help="functions listed in the growth breakdown")
     parser.add_argument("--json", action="store_true")
@@ -130,10 +147,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("keep it bounded: 1-200 threads, 1-200 turns, --at within the turns")
     with tempfile.TemporaryDirectory() as tmp:
         samples = asyncio.run(drive(Path(tmp) / "long.sqlite", args.threads, args.turns, at, args.window, args.style, args.chars,
-                                 args.stream))
+                                 args.stream, args.model))
     result = {
         "style": args.style,
         "stream": args.stream,
+        "model": args.model,
         "threads": args.threads,
         "at": {t: {k: v for k, v in s.items() if k != "calls"} for t, s in samples.items()},
         "growth": growth(samples, args.top),
@@ -141,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"{args.style} clients, {'streamed' if args.stream else 'whole'} answers, {args.threads} threads, "
+    print(f"{args.model} model, {args.style} clients, {'streamed' if args.stream else 'whole'} answers, {args.threads} threads, "
           f"{args.chars}-character messages")
     print("| turn | Python calls per turn | CPU ms per turn (profiled) |\n|---:|---:|---:|")
     for t, s in result["at"].items():
