@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -72,8 +72,8 @@ class TurnRequest:
     """The tenant of the request's API key, which owns the thread; None on an open server."""
     turns: list[Turn]
     """The client's surface history, ending with a user message."""
-    messages: list[Message]
-    """The messages that commit each of `turns`."""
+    messages: Sequence[Message]
+    """The messages that commit each of `turns` (`schema.CommitMessages` builds each when read)."""
     stream: bool = False
     """Whether tokens and events are queued for a stream."""
 
@@ -330,7 +330,7 @@ class ServerState:
             # alone: reading the whole thread on every request made a turn cost grow with it.
             outcome = compare(request.turns, thread_turns(history, compare_window(request.turns)))
             if outcome.kind == "extends":
-                return Plan("append", thread, parent, request.messages[outcome.index :])
+                return Plan("append", thread, parent, list(request.messages[outcome.index :]))
             if outcome.kind == "replay":
                 return Plan("replay", thread, parent, reply=outcome.reply)
             if outcome.kind == "unanswered":

@@ -6,7 +6,8 @@ import json
 import re
 import time
 import uuid
-from typing import Annotated, Any, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -188,29 +189,53 @@ def check_depth(body: bytes, limit: int = MAX_JSON_DEPTH) -> None:
         raise bad_request(f"the request body nests arrays and objects more than {limit} levels deep")
 
 
-def client_history(request: ChatRequest) -> tuple[list[Turn], list[Message], list[str]]:
+class CommitMessages(Sequence[Message]):
+    """The messages that commit a request's turns, each built when first read: a client that
+    resends its whole history needs them only for the turns its thread does not hold yet."""
+
+    def __init__(self, sources: list[ChatMessageIn | str]) -> None:
+        self._sources = sources  # a user turn's message, or an assistant turn's merged text
+        self._built: dict[int, Message] = {}
+
+    def __len__(self) -> int:
+        return len(self._sources)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = range(len(self))[index]
+        if i not in self._built:
+            source = self._sources[i]
+            self._built[i] = Message.assistant(source) if isinstance(source, str) else Message.user(_content(source))
+        return self._built[i]
+
+
+def client_history(request: ChatRequest) -> tuple[list[Turn], CommitMessages, list[str]]:
     """The request's surface turns, the messages that commit them, and its system texts.
 
     System and developer messages, tool messages and tool calls stay out of the thread: the agent
     has its own system prompt and runs its own tools. User messages keep their image parts.
     """
     pairs: list[tuple[Role, str]] = []
-    users: list[Message] = []
+    users: list[ChatMessageIn] = []
     system: list[str] = []
     for m in request.messages:
-        if m.role in ("system", "developer"):
-            system.append(m.text)
-        elif m.role == "user":
-            pairs.append(("user", m.text))
-            users.append(Message.user(_content(m)))
-        elif m.role == "assistant" and m.text.strip():
-            pairs.append(("assistant", m.text))
+        role, text = m.role, m.text
+        if role in ("system", "developer"):
+            system.append(text)
+        elif role == "user":
+            pairs.append(("user", text))
+            users.append(m)
+        elif role == "assistant" and text.strip():
+            pairs.append(("assistant", text))
     turns = merge_turns(pairs)
-    messages: list[Message] = []
     user_iter = iter(users)
-    for t in turns:
-        messages.append(next(user_iter) if t.role == "user" else Message.assistant(t.text))
-    return turns, messages, system
+    sources: list[ChatMessageIn | str] = [next(user_iter) if t.role == "user" else t.text for t in turns]
+    return turns, CommitMessages(sources), system
 
 
 def _content(m: ChatMessageIn) -> str | list[dict[str, Any]]:

@@ -215,6 +215,12 @@ def test_client_history_keeps_text_turns_and_image_parts() -> None:
     assert messages[0].content == "what is this?"
     assert isinstance(messages[2].content, list) and messages[2].content[1]["type"] == "image_url"
     assert [m.role for m in messages] == ["user", "assistant", "user"]
+    # Built when read, once: a slice of the new turns builds only those.
+    assert messages[0] is messages[0] and messages[-1] is messages[2] and messages[1:] == [messages[1], messages[2]]
+    fresh = client_history(req)[1]
+    assert [m.text for m in fresh[2:]] == ["and"] and fresh._built.keys() == {2}
+    with pytest.raises(IndexError):
+        fresh[3]
 
 
 def nested(levels: int, open_: str = "[", close: str = "]") -> bytes:
