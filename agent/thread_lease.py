@@ -313,11 +313,15 @@ class _LeaseConnection:
     def _open(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {LEASE_TABLE} (thread_id TEXT PRIMARY KEY, owner TEXT NOT NULL, "
-                "pid INTEGER NOT NULL, host TEXT NOT NULL, expires_at REAL NOT NULL)"
-            )
+            try:
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {LEASE_TABLE} (thread_id TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+                    "pid INTEGER NOT NULL, host TEXT NOT NULL, expires_at REAL NOT NULL)"
+                )
+            except BaseException:
+                conn.close()  # busy, say: the next use opens it again
+                raise
             self._conn, self._pid = conn, os.getpid()
         return self._conn
 

@@ -294,6 +294,8 @@ def serve(db: str, think_s: float, kind: str, profile: str | None = None, freeze
         signal.signal(sig, lambda *_: None)  # uvicorn re-raises the stop signal after its shutdown
     if freeze:
         freeze_heap()
+    if os.environ.get("REIN_BENCH_GC_GEN0"):  # --gc-gen0: an experiment, not what rein serve does
+        gc.set_threshold(int(os.environ["REIN_BENCH_GC_GEN0"]), *gc.get_threshold()[1:])
     pauses: list[float] = []
     started = [0.0]
 
@@ -490,10 +492,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="serve without freezing the start-up heap (what `rein serve` did before; for comparisons)")
     parser.add_argument("--pure-asyncio", action="store_true",
                         help="serve on asyncio's own loop with the h11 parser (an install without uvloop and httptools)")
+    parser.add_argument("--gc-gen0", type=int, metavar="N",
+                        help="the server's first-generation GC threshold (Python's default: 700), for comparisons")
     parser.add_argument("--serve", metavar="DB", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.pure_asyncio:  # the server processes this one starts read it
+    if args.pure_asyncio:  # the server processes this one starts read these
         os.environ["REIN_BENCH_PURE_ASYNCIO"] = "1"
+    if args.gc_gen0:
+        os.environ["REIN_BENCH_GC_GEN0"] = str(args.gc_gen0)
     if args.serve:
         return serve(args.serve, args.think_ms / 1000, args.agent, args.profile, not args.no_freeze)
     if args.processes:
