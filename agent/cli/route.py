@@ -50,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="cost router: success threshold (default: the one tuned with the weights, else 0.8)")
     parser.add_argument("--weights", type=Path, default=None, help="offline/cost router: weights file (default: shipped)")
     parser.add_argument("--oracle-weights", type=Path, default=None,
-                        help="oracle eval: router trained on oracle labels (default agent/routing/data/oracle_router.npz)")
+                        help="oracle eval: router trained on oracle labels (default: the one shipped for --model, "
+                        "agent/routing/data/oracle_router[.<model>].npz, else the 1.5B's)")
 
 
 def _build(args: argparse.Namespace) -> Any:
@@ -173,7 +174,7 @@ def _compare_all(args: argparse.Namespace, rows: list[Any]) -> tuple[dict[str, l
     """Every router on the rows: the source-label offline and cost routers, the oracle-label ones when
     their weights exist, and the self-router from the classification call recorded with each row."""
     from agent.routing import CostAwareRouter, OfflineRouter
-    from agent.routing.oracle_train import ORACLE_WEIGHTS
+    from agent.routing.oracle_train import oracle_weights_for
 
     queries = [r.query for r in rows]
     routed: dict[str, list[str]] = {}
@@ -183,7 +184,7 @@ def _compare_all(args: argparse.Namespace, rows: list[Any]) -> tuple[dict[str, l
     cost_src = CostAwareRouter(threshold=args.threshold, router=source, success=_default_success(),
                                costs=_default_costs())
     routed["cost-src"] = [m["mode"] for m in asyncio.run(_route_all(cost_src, queries, "cost"))]
-    oracle_weights = args.oracle_weights or ORACLE_WEIGHTS
+    oracle_weights = args.oracle_weights or oracle_weights_for(rows[0].model if rows else None)
     if oracle_weights.is_file():
         trained = OfflineRouter(oracle_weights)
         if trained.weights.meta.get("model") not in (None, *(r.model for r in rows[:1])):

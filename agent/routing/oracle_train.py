@@ -43,7 +43,20 @@ from agent.routing.oracle import NONE, OracleRow, cheapest, load_oracle
 from agent.routing.router_eval import LabeledQuery
 
 ORACLE_WEIGHTS = DATA_DIR / "oracle_router.npz"
-"""Default output of training on oracle labels (the source-label router stays offline_router.npz)."""
+"""The router trained on the oracle labels of BEST_MODEL (the source-label router stays offline_router.npz)."""
+BEST_MODEL = "local:qwen2.5-coder-1.5b"
+"""The best bundled model, whose router is the default one."""
+
+
+def oracle_weights_path(model: str) -> Path:
+    """Where the router trained on model's oracle labels is written and looked for."""
+    return ORACLE_WEIGHTS if model == BEST_MODEL else DATA_DIR / f"oracle_router.{model.replace(':', '_')}.npz"
+
+
+def oracle_weights_for(model: str | None) -> Path:
+    """The shipped router trained on model's labels when there is one, else the best model's."""
+    own = oracle_weights_path(model) if model else ORACLE_WEIGHTS
+    return own if own.is_file() else ORACLE_WEIGHTS
 NonePolicy = Literal["drop", "cheapest"]
 Target = Literal["oracle", "frontier"]
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))
@@ -227,4 +240,4 @@ def _feature_names() -> list[str]:
     return list(FEATURE_NAMES)
 
 
-__all__ = ["ACCURACY_SLACK", "ORACLE_WEIGHTS", "best_fixed_accuracy", "frontier_rows", "ThresholdTrial", "replay_policy", "tune_threshold", "SuccessMatrix", "mode_costs", "success_matrix", "train_on_labels", "training_rows"]
+__all__ = ["ACCURACY_SLACK", "BEST_MODEL", "ORACLE_WEIGHTS", "oracle_weights_for", "oracle_weights_path", "best_fixed_accuracy", "frontier_rows", "ThresholdTrial", "replay_policy", "tune_threshold", "SuccessMatrix", "mode_costs", "success_matrix", "train_on_labels", "training_rows"]

@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_WEIGHTS, help="where to write the weights")
     parser.add_argument("--ablation", action="store_true", help="also train and report the variants (not saved)")
     parser.add_argument("--labels", type=Path, default=None,
-                        help="train on this oracle labels file instead (writes agent/routing/data/oracle_router.npz)")
+                        help="train on this oracle labels file instead (writes agent/routing/data/oracle_router.npz for "
+                        "the 1.5B's labels, oracle_router.<model>.npz for another model's)")
     parser.add_argument("--model", default=None, help="with --labels: whose rows (default: the file's only model)")
     parser.add_argument("--none", choices=("drop", "cheapest"), default="drop",
                         help="with --labels: tasks no mode solved are dropped (default) or labelled with the cheapest mode")
@@ -101,16 +102,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main_labels(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from agent.errors import UserFacingError
-    from agent.routing.oracle_train import ORACLE_WEIGHTS, train_on_labels
+    from agent.routing.oracle_train import oracle_weights_path, train_on_labels
 
     if args.ablation:
         parser.error("--ablation is for the source-label router; leave it out with --labels")
-    out = args.out if args.out != DEFAULT_WEIGHTS else ORACLE_WEIGHTS  # never overwrite the source-label router
     try:
         weights, meta = train_on_labels(args.labels, args.model, args.none, target=args.target)
     except UserFacingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    # Never the source-label router's file: by default, the labelled model's own oracle router.
+    out = args.out if args.out != DEFAULT_WEIGHTS else oracle_weights_path(meta["model"])
     out.parent.mkdir(parents=True, exist_ok=True)
     weights.save(out)
     print(json.dumps({**{k: meta[k] for k in ("model", "target", "none", "train_rows", "train_queries", "label_counts",

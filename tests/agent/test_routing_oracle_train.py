@@ -206,3 +206,18 @@ def test_frontier_labels_give_up_a_dear_win_the_aim_does_not_need(tmp_path: Path
     summary = json.loads(capsys.readouterr().out)
     assert summary["target"] == "frontier" and summary["train_queries"] == summary["train_rows"]
     assert OfflineRouter(out).weights.meta["target"] == "frontier"
+
+
+def test_each_model_s_router_has_its_own_file_and_the_best_model_s_is_the_default(tmp_path: Path, monkeypatch) -> None:
+    from agent.routing import oracle_train
+
+    monkeypatch.setattr(oracle_train, "DATA_DIR", tmp_path)
+    monkeypatch.setattr(oracle_train, "ORACLE_WEIGHTS", tmp_path / "oracle_router.npz")
+    small = oracle_train.oracle_weights_path("local:qwen2.5-coder-0.5b")
+    assert small == tmp_path / "oracle_router.local_qwen2.5-coder-0.5b.npz"
+    assert oracle_train.oracle_weights_path(oracle_train.BEST_MODEL) == tmp_path / "oracle_router.npz"
+    # Until a model's own router ships, its evaluation falls back to the best model's.
+    assert oracle_train.oracle_weights_for("local:qwen2.5-coder-0.5b") == tmp_path / "oracle_router.npz"
+    small.write_bytes(b"")
+    assert oracle_train.oracle_weights_for("local:qwen2.5-coder-0.5b") == small
+    assert oracle_train.oracle_weights_for(None) == tmp_path / "oracle_router.npz"
