@@ -348,21 +348,22 @@ class _LeaseConnection:
         if not self._mutex.acquire(blocking=False):
             return False, None
         try:
-            conn = self._open()
-            try:
-                return True, op(conn, *args)
-            except sqlite3.OperationalError as exc:
-                if conn.in_transaction:
-                    conn.rollback()
-                if exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):  # extended codes too
-                    return False, None
-                raise
-            except BaseException:
-                if conn.in_transaction:
-                    conn.rollback()
-                raise
+            # Opening counts too: creating the lease table needs the lock another process may hold.
+            return True, op(self._open(), *args)
+        except sqlite3.OperationalError as exc:
+            self._roll_back()
+            if exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):  # extended codes too
+                return False, None
+            raise
+        except BaseException:
+            self._roll_back()
+            raise
         finally:
             self._mutex.release()
+
+    def _roll_back(self) -> None:
+        if self._conn is not None and self._conn.in_transaction:
+            self._conn.rollback()
 
 
 def advisory_key(thread_id: str) -> int:

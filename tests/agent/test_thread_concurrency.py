@@ -339,6 +339,29 @@ async def test_a_lease_is_taken_without_a_worker_thread_unless_sqlite_s_lock_is_
     assert entered.is_set() and lease_rows(db) == []
 
 
+async def test_a_lease_taken_while_another_process_creates_the_database_waits_instead_of_failing(tmp_path: Path) -> None:
+    # The first statement of a fresh lease connection creates the lease table; with another
+    # connection holding an exclusive lock (a second process starting on the same new file), the
+    # no-wait connection must hand over to the waiting one, not raise "database is locked".
+    db = tmp_path / "t.sqlite"
+    blocker = sqlite3.connect(db, isolation_level=None)
+    blocker.execute("CREATE TABLE other (x)")
+    blocker.execute("BEGIN EXCLUSIVE")
+    leases = ThreadLeases("fresh", SqliteLeases(str(db)))
+
+    async def turn() -> None:
+        async with leases.hold("T", 10):
+            pass
+
+    task = asyncio.create_task(turn())
+    await asyncio.sleep(0.2)
+    assert not task.done()
+    blocker.execute("COMMIT")
+    blocker.close()
+    await asyncio.wait_for(task, 10)
+    assert lease_rows(db) == []
+
+
 async def test_postgres_advisory_locks_exclude_a_second_connection(postgres_url: str) -> None:
     first = ThreadLeases("first", PostgresLeases(postgres_url))
     second = ThreadLeases("second", PostgresLeases(postgres_url))  # own in-process scope, own connection
