@@ -294,7 +294,7 @@ def serve(db: str, think_s: float, kind: str, profile: str | None = None, freeze
         signal.signal(sig, lambda *_: None)  # uvicorn re-raises the stop signal after its shutdown
     if freeze:
         freeze_heap()
-    if os.environ.get("REIN_BENCH_GC_GEN0"):  # --gc-gen0: an experiment, not what rein serve does
+    if os.environ.get("REIN_BENCH_GC_GEN0"):  # --gc-gen0: overrides what rein serve sets (freeze_heap)
         gc.set_threshold(int(os.environ["REIN_BENCH_GC_GEN0"]), *gc.get_threshold()[1:])
     pauses: list[float] = []
     started = [0.0]
@@ -493,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pure-asyncio", action="store_true",
                         help="serve on asyncio's own loop with the h11 parser (an install without uvloop and httptools)")
     parser.add_argument("--gc-gen0", type=int, metavar="N",
-                        help="the server's first-generation GC threshold (Python's default: 700), for comparisons")
+                        help="the server's first-generation GC threshold instead of rein serve's (10000; Python's default: 700)")
     parser.add_argument("--serve", metavar="DB", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.pure_asyncio:  # the server processes this one starts read these
