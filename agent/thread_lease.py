@@ -222,22 +222,12 @@ class SqliteLeases:
         self._waiting = _LeaseConnection(path, BUSY_TIMEOUT_MS / 1000)
         self._quick = _LeaseConnection(path, 0.0)
 
-    def take(self, thread_id: str, owner: str) -> str | None:
-        """Take the lease for owner; None on success, else who holds it."""
-        with self._waiting.use() as conn:
-            return self._take(conn, thread_id, owner)
-
-    def extend(self, thread_id: str, owner: str) -> bool:
-        """Push the expiry on; False when the row is no longer owner's."""
-        with self._waiting.use() as conn:
-            return self._extend(conn, thread_id, owner)
-
     def drop(self, thread_id: str, owner: str) -> None:
-        """Delete owner's lease row."""
-        with self._waiting.use() as conn:
-            self._drop(conn, thread_id, owner)
+        """Delete owner's lease row (waiting for SQLite's lock)."""
+        self._waiting.run(self._drop, thread_id, owner)
 
     def _take(self, conn: sqlite3.Connection, thread_id: str, owner: str) -> str | None:
+        """Take the lease for owner; None on success, else who holds it."""
         conn.execute("BEGIN IMMEDIATE")
         row = conn.execute(f"SELECT pid, host, expires_at FROM {LEASE_TABLE} WHERE thread_id = ?", (thread_id,)).fetchone()
         now = time.time()
@@ -257,6 +247,7 @@ class SqliteLeases:
         return None
 
     def _extend(self, conn: sqlite3.Connection, thread_id: str, owner: str) -> bool:
+        """Push the expiry on; False when the row is no longer owner's."""
         cur = conn.execute(
             f"UPDATE {LEASE_TABLE} SET expires_at = ? WHERE thread_id = ? AND owner = ?",
             (time.time() + self.ttl_s, thread_id, owner),
@@ -325,22 +316,14 @@ class _LeaseConnection:
             self._conn, self._pid = conn, os.getpid()
         return self._conn
 
-    @contextlib.contextmanager
-    def use(self) -> Iterator[sqlite3.Connection]:
-        """The connection, this thread's until the block ends (waiting for another thread's use)."""
-        with self._mutex:
-            conn = self._open()
-            try:
-                yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    conn.rollback()
-                raise
-
     def run(self, op: Any, *args: Any) -> Any:
         """op(connection, *args), waiting for the connection (and SQLite's lock) as long as it takes."""
-        with self.use() as conn:
-            return op(conn, *args)
+        with self._mutex:
+            try:
+                return op(self._open(), *args)
+            except BaseException:
+                self._roll_back()
+                raise
 
     def try_now(self, op: Any, *args: Any) -> tuple[bool, Any]:
         """(True, op(connection, *args)) when it ran without waiting; (False, None) when the
@@ -350,13 +333,12 @@ class _LeaseConnection:
         try:
             # Opening counts too: creating the lease table needs the lock another process may hold.
             return True, op(self._open(), *args)
-        except sqlite3.OperationalError as exc:
+        except BaseException as exc:
             self._roll_back()
-            if exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):  # extended codes too
+            if isinstance(exc, sqlite3.OperationalError) and exc.sqlite_errorcode & 0xFF in (
+                sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED  # extended codes too
+            ):
                 return False, None
-            raise
-        except BaseException:
-            self._roll_back()
             raise
         finally:
             self._mutex.release()

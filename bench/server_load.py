@@ -150,8 +150,8 @@ class Load:
     """Serve from a thread of this process instead of a process of its own."""
     profile: str | None = None
     """Write the server process's cProfile stats here (the last phase's server wins)."""
-    freeze: bool = True
-    """Freeze the server's start-up heap as `rein serve` does (False: as it did before)."""
+    server_flags: tuple[str, ...] = ()
+    """Extra arguments of the server process (--no-freeze, --pure-asyncio, --gc-gen0 N)."""
 
 
 @dataclass
@@ -245,8 +245,7 @@ def serve_phase(db: str, conversations: list[Conversation], turns: range, latenc
     command = [sys.executable, __file__, "--serve", db, "--think-ms", str(load.think_s * 1000), "--agent", load.agent]
     if load.profile:
         command += ["--profile", load.profile]
-    if not load.freeze:
-        command.append("--no-freeze")
+    command += load.server_flags
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
@@ -269,7 +268,8 @@ def serve_phase(db: str, conversations: list[Conversation], turns: range, latenc
             stats.gc_pauses_s += [float(x) for x in line.split()[1:]]
 
 
-def serve(db: str, think_s: float, kind: str, profile: str | None = None, freeze: bool = True) -> int:
+def serve(db: str, think_s: float, kind: str, profile: str | None = None, freeze: bool = True,
+          pure_asyncio: bool = False, gc_gen0: int | None = None) -> int:
     """The server process: serve the bench agent on a free loopback port until SIGTERM; at the end,
     print the wall time of each garbage collection it ran while serving."""
     import gc
@@ -288,14 +288,14 @@ def serve(db: str, think_s: float, kind: str, profile: str | None = None, freeze
     sock = bind("127.0.0.1", 0)
     # uvicorn picks uvloop and httptools when installed (the server extra brings them), else
     # asyncio's own loop and the pure-Python h11 parser; --pure-asyncio forces the latter.
-    pure = {"loop": "asyncio", "http": "h11"} if os.environ.get("REIN_BENCH_PURE_ASYNCIO") else {}
+    pure = {"loop": "asyncio", "http": "h11"} if pure_asyncio else {}
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=30, **pure))
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: None)  # uvicorn re-raises the stop signal after its shutdown
     if freeze:
         freeze_heap()
-    if os.environ.get("REIN_BENCH_GC_GEN0"):  # --gc-gen0: overrides what rein serve sets (freeze_heap)
-        gc.set_threshold(int(os.environ["REIN_BENCH_GC_GEN0"]), *gc.get_threshold()[1:])
+    if gc_gen0:  # overrides what rein serve sets (freeze_heap)
+        gc.set_threshold(gc_gen0, *gc.get_threshold()[1:])
     pauses: list[float] = []
     started = [0.0]
 
@@ -356,13 +356,13 @@ def verify(db: str, conversations: list[Conversation], turns: int, kind: str = "
 
 def run(conversations: int, turns: int, restart_after: int, think_ms: float, db: str | Path,
         in_process: bool = False, *, agent: str = "function", concurrency: int = 0, stream: bool | None = None,
-        tag: str = "", profile: str | None = None, freeze: bool = True) -> dict[str, Any]:
+        tag: str = "", profile: str | None = None, server_flags: tuple[str, ...] = ()) -> dict[str, Any]:
     """Run the load test and return its numbers (and any problems).
 
     stream: None alternates streaming and plain conversations; True or False makes all of them so.
     """
     db = str(db)
-    load = Load(think_ms / 1000, agent, concurrency, in_process, profile, freeze)
+    load = Load(think_ms / 1000, agent, concurrency, in_process, profile, server_flags)
     convs = [
         Conversation(i, STYLES[i % len(STYLES)], stream=i % 2 == 1 if stream is None else stream, tag=tag, agent=agent)
         for i in range(conversations)
@@ -434,7 +434,8 @@ def direct(db: str, kind: str, conversations: int, turns: int) -> dict[str, Any]
             "cpu_ms_per_turn": round(cpu * 1000 / n, 2), "wall_ms_per_turn": round(wall * 1000 / n, 2)}
 
 
-def sweep(dbs: list[tuple[str, str]], kind: str, turns: int, levels: tuple[int, ...], freeze: bool = True) -> list[dict[str, Any]]:
+def sweep(dbs: list[tuple[str, str]], kind: str, turns: int, levels: tuple[int, ...],
+          server_flags: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Every concurrency level, plain and streaming, on every database: one server process per cell,
     at least 40 conversations per cell (so one at a time still gives 40 × turns latencies)."""
     rows = []
@@ -444,7 +445,7 @@ def sweep(dbs: list[tuple[str, str]], kind: str, turns: int, levels: tuple[int, 
                 tag = f"{label}-{level}-{'s' if stream else 'p'}-{os.getpid()}-"
                 target = db if db.startswith("postgres") else f"{db}-{tag}.sqlite"
                 rows.append(run(max(level, 40), turns, turns, 0, target, agent=kind, concurrency=level, stream=stream, tag=tag,
-                                freeze=freeze))
+                                server_flags=server_flags))
                 print(row_line(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
@@ -496,12 +497,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the server's first-generation GC threshold instead of rein serve's (10000; Python's default: 700)")
     parser.add_argument("--serve", metavar="DB", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.pure_asyncio:  # the server processes this one starts read these
-        os.environ["REIN_BENCH_PURE_ASYNCIO"] = "1"
-    if args.gc_gen0:
-        os.environ["REIN_BENCH_GC_GEN0"] = str(args.gc_gen0)
     if args.serve:
-        return serve(args.serve, args.think_ms / 1000, args.agent, args.profile, not args.no_freeze)
+        return serve(args.serve, args.think_ms / 1000, args.agent, args.profile, not args.no_freeze, args.pure_asyncio,
+                     args.gc_gen0)
     if args.processes:
         if not (1 <= args.conversations <= 500 and 1 <= args.turns <= 50):
             parser.error("keep it bounded: 1-500 conversations, 1-50 turns")
@@ -557,17 +555,20 @@ def _bounded(args: argparse.Namespace, db: Path, pg: str | None) -> dict[str, An
 
     box: dict[str, Any] = {}
     stream = {"mixed": None, "yes": True, "no": False}[args.stream]
+    # Passed on to every server process this run starts.
+    server_flags = (*(["--no-freeze"] if args.no_freeze else []), *(["--pure-asyncio"] if args.pure_asyncio else []),
+                    *(["--gc-gen0", str(args.gc_gen0)] if args.gc_gen0 else []))
 
     def work() -> None:
         try:
             dbs = [("sqlite", str(db))] + ([("postgres", pg)] if pg else [])
             if args.sweep:
-                out: dict[str, Any] = {"rows": sweep(dbs, args.agent, args.turns, SWEEP_CONCURRENCY, not args.no_freeze)}
+                out: dict[str, Any] = {"rows": sweep(dbs, args.agent, args.turns, SWEEP_CONCURRENCY, server_flags)}
             else:
                 target = pg or str(db)
                 out = run(args.conversations, args.turns, args.restart_after, args.think_ms, target,
                           args.in_process, agent=args.agent, concurrency=args.concurrency, stream=stream,
-                          profile=args.profile, freeze=not args.no_freeze)
+                          profile=args.profile, server_flags=server_flags)
                 dbs = [d for d in dbs if d[1] == target]
             if args.direct:
                 out["direct"] = [direct(f"{d}-direct.sqlite" if label == "sqlite" else d, args.agent, 10, args.turns)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -31,6 +32,11 @@ NONE = "none"
 """The oracle label of a task no mode solved."""
 GREEDY = "greedy"
 """The pass name of greedy runs (and of rows written before passes were recorded)."""
+
+
+def model_slug(model: str) -> str:
+    """A model name as a file name: the cassette's, the labels file's, the model's own router's."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", model)
 
 
 def pass_name(temperature: float, seed: int | None) -> str:

@@ -39,7 +39,7 @@ from agent.plugin_api import MODES
 from agent.routing.aim import ACCURACY_SLACK, frontier, replay_policy
 from agent.routing.cost import ModeCost, default_success
 from agent.routing.offline import DATA_DIR, RouterWeights
-from agent.routing.oracle import NONE, OracleRow, cheapest, load_oracle
+from agent.routing.oracle import NONE, OracleRow, cheapest, load_oracle, model_slug
 from agent.routing.router_eval import LabeledQuery
 
 ORACLE_WEIGHTS = DATA_DIR / "oracle_router.npz"
@@ -50,7 +50,7 @@ BEST_MODEL = "local:qwen2.5-coder-1.5b"
 
 def oracle_weights_path(model: str) -> Path:
     """Where the router trained on model's oracle labels is written and looked for."""
-    return ORACLE_WEIGHTS if model == BEST_MODEL else DATA_DIR / f"oracle_router.{model.replace(':', '_')}.npz"
+    return ORACLE_WEIGHTS if model == BEST_MODEL else DATA_DIR / f"oracle_router.{model_slug(model)}.npz"
 
 
 def oracle_weights_for(model: str | None) -> Path:

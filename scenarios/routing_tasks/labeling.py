@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -38,7 +37,7 @@ from agent.messages import ModelSettings
 from agent.models import CassetteModel, Model, resolve_model
 from agent.modes import A2FM_MODES, StepLimits
 from agent.plugin_api import MODES, Mode
-from agent.routing.oracle import ModeRun, OracleRow, oracle_label, pass_name
+from agent.routing.oracle import ModeRun, OracleRow, model_slug, oracle_label, pass_name
 from scenarios.routing_tasks.graders import grade
 from scenarios.routing_tasks.graph import MUSIQUE_DIR, RETRIEVER, ensure_graph
 from scenarios.routing_tasks.labels_file import ORDERS, append_row, clock, resume, stratified_order
@@ -201,7 +200,7 @@ class Progress:
 
 def cassette_path(directory: Path, model_name: str) -> Path:
     """Where a model's cassette lives: one file per model, named after it."""
-    return directory / (re.sub(r"[^A-Za-z0-9_.-]+", "_", model_name) + ".jsonl")
+    return directory / (model_slug(model_name) + ".jsonl")
 
 
 def label_to_file(model: Model, tasks: Sequence[RoutingTask], out: Path, settings: LabelSettings = LabelSettings(),
