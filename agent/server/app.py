@@ -17,7 +17,7 @@ from agent.extras import needs_extra
 
 with needs_extra("server", "rein's HTTP server"):
     from fastapi import Depends, FastAPI, Request
-    from fastapi.responses import Response, StreamingResponse
+    from fastapi.responses import Response
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent.runtime import Agent
@@ -32,7 +32,7 @@ from agent.server.schema import (
     new_completion_id,
     parse_request,
 )
-from agent.server.sse import stream_turn
+from agent.server.sse import EventStream, stream_turn
 from agent.server.threads import KeySource, Turn, check_key, derived_key
 
 log = logging.getLogger("rein.server")
@@ -128,9 +128,8 @@ def create_app(
         handle = state.start(TurnRequest(chat.model, key, source, tenant, turns, messages, stream=chat.stream))
         if chat.stream:
             plan = await _wait(handle, handle.plan, deadline, cfg.request_timeout_s)
-            return StreamingResponse(
+            return EventStream(
                 stream_turn(handle, chat, deadline, cfg.request_timeout_s),
-                media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "X-Rein-Thread": plan.thread_id},
             )
         outcome = await _wait(handle, handle.done, deadline, cfg.request_timeout_s)
