@@ -228,15 +228,19 @@ class Agent:
         stream_tokens: bool = True,
         resume: Any = None,
         collect: RunResult | None = None,
+        live: bool = True,
     ) -> AsyncIterator[StreamEvent]:
         """Run one user turn and yield typed events as they happen.
 
         message=None continues the thread from its last checkpoint (after a crash); resume= answers
         an approval pause. Pass a RunResult as collect= to have it filled as the run goes (messages,
-        ledger, mode, interventions, termination), as ainvoke does.
+        ledger, mode, interventions, termination), as ainvoke does. live=False yields a step's
+        events when the step ends rather than as they happen (tokens included), which spares a
+        hand-off through LangGraph's stream per event: for callers that only gather them.
         """
         # Closing this stream early closes the turn at once, which gives its thread back.
-        async with contextlib.aclosing(self._run_turn(message, thread_id, mode, stream_tokens, resume, collect, quiet=False)) as events:
+        quiet = not live
+        async with contextlib.aclosing(self._run_turn(message, thread_id, mode, stream_tokens, resume, collect, quiet=quiet)) as events:
             async for event in events:
                 yield event
 

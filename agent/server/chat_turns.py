@@ -351,7 +351,7 @@ class ServerState:
         """Continue a turn cut off mid-way (a crash) from its checkpoint; False when it had ended."""
         handle.started = True
         finished = False
-        async for event in agent.astream(None, sid, stream_tokens=False):
+        async for event in agent.astream(None, sid, stream_tokens=False, live=False):
             finished = finished or isinstance(event, FinalAnswer)
         return finished
 
@@ -367,7 +367,8 @@ class ServerState:
         collected = RunResult(thread_id=sid, output="", termination="agent_stop", messages=[], ledger=CostLedger())
         tokens = _TokenJoiner(handle) if request.stream else None
         final: FinalAnswer | None = None
-        async for event in agent.astream(inputs, sid, stream_tokens=request.stream, collect=collected):
+        # A plain request only gathers the turn's events: they may come at each step's end.
+        async for event in agent.astream(inputs, sid, stream_tokens=request.stream, collect=collected, live=request.stream):
             if isinstance(event, ModeDecided):
                 outcome.mode = event.mode
             elif isinstance(event, InterventionApplied):

@@ -198,6 +198,16 @@ async def test_stream_events() -> None:
     assert "".join(e.text for e in events if isinstance(e, TokenDelta)) == "nine"
 
 
+@pytest.mark.parametrize("stream_tokens", [True, False])
+async def test_events_gathered_at_each_step_s_end_are_the_live_ones_in_the_same_order(stream_tokens: bool) -> None:
+    runs = []
+    for live in (True, False):
+        agent, _ = make([call("square", x=3), reply("nine")])
+        runs.append([e async for e in agent.astream("square 3", "t", stream_tokens=stream_tokens, live=live)])
+    assert runs[1] == runs[0]
+    assert any(isinstance(e, ToolResultEvent) for e in runs[1]) and isinstance(runs[1][-1], FinalAnswer)
+
+
 async def test_threads_are_separate_and_continue() -> None:
     model = FunctionModel(lambda req: f"seen {sum(1 for m in req.messages if m.role == 'user')} user turns")
     agent = Agent(model, checkpointer="memory")
