@@ -356,6 +356,12 @@ def test_non_json_body_is_400(served: Served) -> None:
     assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
 
 
+def test_a_wrong_method_is_a_json_405_naming_the_allowed_one(served: Served) -> None:
+    r = httpx.get(f"{served.url}/v1/chat/completions", trust_env=False, headers={"Authorization": f"Bearer {KEYS[0]}"})
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+    assert r.json()["error"]["type"] == "invalid_request_error"
+
+
 def test_a_deeply_nested_body_is_400_not_500(served: Served) -> None:
     deep = b'{"model": "bot", "messages": ' + b"[" * 30_000 + b"]" * 30_000 + b"}"  # under the 64 KiB limit
     r = httpx.post(f"{served.url}/v1/chat/completions", content=deep, trust_env=False,
