@@ -70,27 +70,22 @@ async def stream_turn(
     pending = [chunk(delta={"role": "assistant", "content": ""})]
     items = handle.items
     outcome: TurnOutcome | None = None
-    while outcome is None:
+    failure: BaseException | None = None
+    while outcome is None and failure is None:
         if pending and items.empty():
             yield b"".join(pending)
             pending = []
         try:
             kind, value = await next_item(items, deadline)
         except TimeoutError:
-            pending += [
-                error_event(
-                    ApiError(
-                        504,
-                        f"the agent did not finish within {timeout_s:g} s; the turn keeps running and is "
-                        "committed to its thread; resend the same messages to get its answer",
-                        type="timeout",
-                        code="request_timeout",
-                    )
-                ),
-                DONE,
-            ]
-            yield b"".join(pending)
-            return
+            failure = ApiError(
+                504,
+                f"the agent did not finish within {timeout_s:g} s; the turn keeps running and is "
+                "committed to its thread; resend the same messages to get its answer",
+                type="timeout",
+                code="request_timeout",
+            )
+            continue
         if kind == "token":
             pending.append(chunk(delta={"content": value}))
         elif kind == "reasoning":
@@ -98,16 +93,15 @@ async def stream_turn(
         elif kind == "event":
             pending.append(chunk(rein={"event": value}))
         elif kind == "error":
-            pending += [error_event(value), DONE]
-            yield b"".join(pending)
-            return
+            failure = value
         else:
             outcome = value
-    failure = outcome.failed()
-    if failure is not None:
+            failure = outcome.failed()
+    if failure is not None:  # the status line went out with the first write: errors are events
         pending += [error_event(failure), DONE]
         yield b"".join(pending)
         return
+    assert outcome is not None  # the loop ends on an outcome or a failure
     shown = "".join(handle.streamed)
     if not shown and outcome.reply:
         pending.append(chunk(delta={"content": outcome.reply}))  # a replayed or continued answer
@@ -143,7 +137,7 @@ class EventStream(Response):
     def __init__(self, content: AsyncGenerator[bytes, None], headers: Mapping[str, str] | None = None) -> None:
         self.body_iterator = content
         self.status_code = 200
-        self.background = None
+        self.background = None  # a Response attribute; this one runs no background task
         self.init_headers(headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
