@@ -42,6 +42,7 @@ from scenarios.routing_tasks.graders import grade
 from scenarios.routing_tasks.graph import MUSIQUE_DIR, RETRIEVER, ensure_graph
 from scenarios.routing_tasks.labels_file import ORDERS, append_row, clock, resume, stratified_order
 from scenarios.routing_tasks.task import RoutingTask, load_tasks
+from scenarios.routing_tasks.tool_cassette import ToolCassette
 from tools import Tool
 
 SYSTEM = "You are a helpful assistant. Answer the user's question."
@@ -62,6 +63,8 @@ class LabelSettings:
     """Step cap of the agentic mode."""
     graph_dir: str | None = None
     """Graph folder for retrieval tasks (None: skip them)."""
+    tool_cassette: str | None = None
+    """File recording the retrieval tool's results, replayed when present (None: the tool always runs)."""
 
     @property
     def pass_name(self) -> str:
@@ -75,6 +78,8 @@ class ToolCache:
 
     graph_dir: str | None = None
     """Graph folder for retrieval tasks (None: they get no tools and are skipped)."""
+    cassette: ToolCassette | None = None
+    """Where the retrieval tool's results are recorded and replayed from (None: it always runs)."""
     _retrieval: list[Tool] | None = field(default=None, repr=False)
     """The retrieval tools, once loaded."""
 
@@ -85,8 +90,15 @@ class ToolCache:
         if self._retrieval is None:
             from graphs.tool import retrieval_toolkit
 
-            self._retrieval = list(retrieval_toolkit(self.graph_dir, retriever=RETRIEVER).as_dict().values())
+            tools = list(retrieval_toolkit(self.graph_dir, retriever=RETRIEVER).as_dict().values())
+            self._retrieval = [self.cassette.wrap(t) for t in tools] if self.cassette is not None else tools
         return self._retrieval
+
+    @classmethod
+    def for_settings(cls, settings: LabelSettings) -> ToolCache:
+        """The cache a labelling run with these settings uses (its tool cassette keeps new results at once)."""
+        cassette = ToolCassette(settings.tool_cassette) if settings.tool_cassette and settings.graph_dir else None
+        return cls(settings.graph_dir, cassette)
 
 
 def task_tools(task: RoutingTask, graph_dir: str | None = None, cache: ToolCache | None = None) -> list[Tool] | None:
@@ -149,13 +161,15 @@ async def self_route(model: Model, task: RoutingTask, tools: list[Tool]) -> dict
 
 async def label_tasks(model: Model, tasks: Sequence[RoutingTask], settings: LabelSettings = LabelSettings(),
                       model_name: str | None = None,
-                      on_row: Callable[[OracleRow], None] | None = None) -> tuple[list[OracleRow], list[str]]:
+                      on_row: Callable[[OracleRow], None] | None = None,
+                      tool_cache: ToolCache | None = None) -> tuple[list[OracleRow], list[str]]:
     """Run every task in every mode; the rows, and the ids of tasks skipped for want of tools.
 
-    on_row is called with each row as soon as its task is done (the labels file appends it there).
+    on_row is called with each row as soon as its task is done (the labels file appends it there);
+    tool_cache: toolkits to reuse across calls (default: built from the settings).
     """
     rows, skipped = [], []
-    cache = ToolCache(settings.graph_dir)
+    cache = tool_cache or ToolCache.for_settings(settings)
     for task in tasks:
         tools = task_tools(task, cache=cache)
         if tools is None:
@@ -201,6 +215,11 @@ class Progress:
 def cassette_path(directory: Path, model_name: str) -> Path:
     """Where a model's cassette lives: one file per model, named after it."""
     return directory / (model_slug(model_name) + ".jsonl")
+
+
+def tool_cassette_path(directory: Path, model_name: str) -> Path:
+    """Where the retrieval results of a model's runs are recorded, beside its model cassette."""
+    return directory / (model_slug(model_name) + ".tools.jsonl")
 
 
 def label_to_file(model: Model, tasks: Sequence[RoutingTask], out: Path, settings: LabelSettings = LabelSettings(),
@@ -268,7 +287,8 @@ def _verify(args: argparse.Namespace) -> int:
         tasks = load_tasks(args.tasks) if args.tasks else load_tasks()
         if args.graph is not None:
             ensure_graph(args.graph, args.musique_dir)
-        settings = LabelSettings(max_tokens=args.max_tokens, agentic_steps=args.agentic_steps, graph_dir=args.graph)
+        settings = LabelSettings(max_tokens=args.max_tokens, agentic_steps=args.agentic_steps, graph_dir=args.graph,
+                                 tool_cassette=str(tool_cassette_path(args.cassettes, args.model)))
         report = verify_labels(args.out, cassette_path(args.cassettes, args.model), args.model, tasks, settings,
                                prune=args.prune, drop=args.drop)
     except UserFacingError as exc:
@@ -348,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         model = (CassetteModel(path, mode="replay") if args.replay
                  else CassetteModel(path, resolve_model(args.model), mode="auto"))
         settings = LabelSettings(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
-                                 agentic_steps=args.agentic_steps, graph_dir=args.graph)
+                                 agentic_steps=args.agentic_steps, graph_dir=args.graph,
+                                 tool_cassette=str(tool_cassette_path(args.cassettes, args.model)))
         started = time.perf_counter()
         added, skipped = label_to_file(model, tasks, args.out, settings, model_name=args.model, log=_stderr)
     except UserFacingError as exc:

@@ -11,6 +11,11 @@ calls the rows used: calls of runs that were cut off and redone, or of rows sinc
 dead weight in a shipped file. The cassette is only rewritten when every row verified, and it is
 replaced atomically (written beside it, then renamed).
 
+The retrieval tool's results are answered from the tool cassette beside the model's
+(`<model>.tools.jsonl`, tool_cassette.py) when it holds them, so a row does not depend on the
+machine that built the graph; the calls it lacks run on the graph, and their results are added to
+it for the rows that verify, and only those.
+
 After a change to a tool or a prompt, the rows it touched no longer verify: `--drop` moves them
 from the labels file to `<out>.dropped` (nothing is thrown away), so that the next labelling run
 labels those tasks again, from the cassette as far as the calls are unchanged. Neither `--drop`
@@ -69,7 +74,11 @@ class VerifyReport:
     used: int = 0
     """Entries the rows asked for."""
     pruned: bool = False
-    """Whether the cassette was rewritten with only the used entries."""
+    """Whether the cassette (and the tool cassette) was rewritten with only the used entries."""
+    tool_replayed: int = 0
+    """Retrieval calls answered from the tool cassette."""
+    tool_added: int = 0
+    """Retrieval results the tool cassette lacked, run on the graph and added for rows that verified."""
     dropped: int = 0
     """Rows that differed and were moved to `<out>.dropped`."""
 
@@ -81,6 +90,9 @@ class VerifyReport:
         if self.dropped:
             lines.append(f"moved the {self.dropped} rows that differ to the .dropped file beside the labels: "
                          "label again to replace them")
+        if self.tool_replayed or self.tool_added:
+            lines.append(f"retrieval: {self.tool_replayed} calls answered from the tool cassette, "
+                         f"{self.tool_added} results added to it from the graph")
         if self.pruned:
             lines.append(f"pruned the cassette to the {self.used} calls used")
         return "\n".join(lines)
@@ -118,7 +130,8 @@ def verify_labels(out: Path, cassette: Path, model: str, tasks: Sequence[Any], s
                   prune: bool = False, drop: bool = False) -> VerifyReport:
     """Recompute every row of `model` in `out` from `cassette`; with `drop`, move the rows that differ
     aside; with `prune`, when every row (left) matches, keep only the cassette calls they used."""
-    from scenarios.routing_tasks.labeling import label_tasks
+    from scenarios.routing_tasks.labeling import ToolCache, label_tasks
+    from scenarios.routing_tasks.tool_cassette import ToolCassette
 
     if not out.is_file():
         raise UserFacingError(f"no such labels file: {out}")
@@ -130,6 +143,11 @@ def verify_labels(out: Path, cassette: Path, model: str, tasks: Sequence[Any], s
         raise UserFacingError(f"{out} holds no rows of {model}")
     recorder = _KeyRecorder(cassette)
     report = VerifyReport(rows=len(stored), entries=len(recorder.keys()))
+    # One graph load for the whole file; retrieval results the tool cassette lacks are added only for
+    # the rows that verify with them, so it never gains a result no stored row saw.
+    tools = (ToolCassette(settings.tool_cassette, keep_new=False)
+             if settings.tool_cassette and settings.graph_dir else None)
+    cache = ToolCache(settings.graph_dir, tools)
     stale: set[tuple[str, str]] = set()  # (id, pass) of rows known not to follow from the cassette
     for row in stored:
         task = by_id.get(row["id"])
@@ -140,7 +158,7 @@ def verify_labels(out: Path, cassette: Path, model: str, tasks: Sequence[Any], s
             continue
         lacked = recorder.lacked
         fresh, _ = asyncio.run(label_tasks(recorder, [task], settings_of(row.get("pass", GREEDY), settings),
-                                           model_name=model))
+                                           model_name=model, tool_cache=cache))
         lacked = recorder.lacked - lacked
         if not fresh:
             report.differ.append(f"{label}: skipped (its tools are not available: give --graph)")
@@ -148,15 +166,23 @@ def verify_labels(out: Path, cassette: Path, model: str, tasks: Sequence[Any], s
         old, new = comparable(row), comparable(fresh[0].as_json())
         if old == new:
             report.same += 1
+            if tools is not None:
+                report.tool_added += tools.keep_fresh()
         else:
+            if tools is not None:
+                tools.forget_fresh()
             why = f" ({lacked} of its calls are not in the cassette)" if lacked else ""
             report.differ.append(f"{label}: differs in {_differences(old, new)}{why}")
             stale.add((row["id"], row.get("pass", GREEDY)))
     report.used = len(recorder.used & recorder.keys())
     if drop and stale:
         report.dropped = _drop(out, model, stale)
+    if tools is not None:
+        report.tool_replayed = tools.replayed
     if prune and len(report.differ) == report.dropped:
         _prune(cassette, recorder.used)
+        if tools is not None and tools.path.is_file():
+            _prune(tools.path, tools.used)
         report.pruned = True
     return report
 

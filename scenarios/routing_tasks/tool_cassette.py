@@ -1,0 +1,136 @@
+"""Record a tool's results to a cassette file and replay them, keyed by the tool's name and arguments.
+
+A model cassette replays a run only as far as every tool answers exactly as it did when the run was
+recorded, because each tool result is part of the next request's key. The retrieval tool does not
+carry over between machines: it prints passage scores to 6 decimals, and MiniLM vectors computed on
+another CPU differ in their last bits, so a graph built elsewhere prints other digits and the next
+call misses. Recording such a tool's results next to the model calls makes the rows replayable from
+the files alone, on any machine, with the graph needed only for calls the file lacks.
+
+The file is JSON Lines, one `{"key", "tool", "arguments", "result"}` object per distinct call, appended
+under a file lock (labelling shards share it); the first copy of a key wins.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import inspect
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from agent.errors import UserFacingError
+from agent.file_lock import exclusive
+from tools import Tool
+
+
+def call_key(tool: str, arguments: dict[str, Any]) -> str:
+    """A stable hash of a call: the tool's name and its validated arguments."""
+    blob = json.dumps({"tool": tool, "arguments": arguments}, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class ToolCassette:
+    """Results of tool calls, replayed when recorded and recorded when not.
+
+    With `keep_new` (labelling) a result the file lacks is appended at once; without it
+    (verification) new results wait in `fresh` until `keep_fresh()`, so that only results a verified
+    row used are added.
+    """
+
+    def __init__(self, path: str | Path, keep_new: bool = True) -> None:
+        self.path = Path(path)
+        self.keep_new = keep_new
+        self._entries: dict[str, Any] = {}
+        self.fresh: dict[str, dict[str, Any]] = {}
+        """New results not yet written (only without keep_new), by key."""
+        self.used: set[str] = set()
+        """Keys of the calls made through this cassette."""
+        self.replayed = 0
+        """Calls answered from the file."""
+        if self.path.exists():
+            self._load()
+
+    def _load(self) -> None:
+        for lineno, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                self._entries.setdefault(row["key"], row["result"])
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise UserFacingError(f"{self.path}:{lineno}: corrupt tool cassette entry ({exc})") from None
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def keys(self) -> frozenset[str]:
+        """The call keys the file holds a result for."""
+        return frozenset(self._entries)
+
+    def wrap(self, tool: Tool) -> Tool:
+        """The tool, answering from this cassette when it can (sync stays sync: it runs in a thread)."""
+        if inspect.iscoroutinefunction(tool.fn):
+            async def replay_async(**arguments: Any) -> Any:
+                key = self._before(tool.name, arguments)
+                if key in self._entries:
+                    return self._replay(key)
+                return self._after(key, tool.name, arguments, await tool.fn(**arguments))
+
+            return tool.with_options(fn=replay_async)
+
+        def replay(**arguments: Any) -> Any:
+            key = self._before(tool.name, arguments)
+            if key in self._entries:
+                return self._replay(key)
+            return self._after(key, tool.name, arguments, tool.fn(**arguments))
+
+        return tool.with_options(fn=replay)
+
+    def _before(self, name: str, arguments: dict[str, Any]) -> str:
+        key = call_key(name, arguments)
+        self.used.add(key)
+        return key
+
+    def _replay(self, key: str) -> Any:
+        self.replayed += 1
+        return copy.deepcopy(self._entries[key])
+
+    def _after(self, key: str, name: str, arguments: dict[str, Any], result: Any) -> Any:
+        # Stored as JSON, so a replayed result is the JSON form of the live one (tuples come back as
+        # lists), which the tool message renders the same way.
+        entry = {"key": key, "tool": name, "arguments": json.loads(json.dumps(arguments, default=str)),
+                 "result": json.loads(json.dumps(result, ensure_ascii=False))}
+        self._entries[key] = entry["result"]
+        if self.keep_new:
+            self._append([entry])
+        else:
+            self.fresh[key] = entry
+        return copy.deepcopy(entry["result"])
+
+    def keep_fresh(self) -> int:
+        """Append the results waiting in `fresh`; how many."""
+        entries = list(self.fresh.values())
+        if entries:
+            self._append(entries)
+        self.fresh.clear()
+        return len(entries)
+
+    def forget_fresh(self) -> None:
+        """Drop the results waiting in `fresh`: a row that did not verify used them."""
+        for key in self.fresh:
+            self._entries.pop(key, None)
+        self.fresh.clear()
+
+    def _append(self, entries: list[dict[str, Any]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as f, exclusive(f):
+            f.write("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries))
+            f.flush()
+            os.fsync(f.fileno())
+
+
+__all__ = ["ToolCassette", "call_key"]

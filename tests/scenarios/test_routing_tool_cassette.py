@@ -1,0 +1,203 @@
+"""Recorded tool results: replayed without running the tool, and labels that verify on a graph whose
+vectors differ in their last bits (another machine's), where the model cassette alone cannot."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agent.errors import UserFacingError
+from agent.messages import ModelRequest
+from agent.models import CassetteModel, FunctionModel, call
+from scenarios.routing_tasks.tool_cassette import ToolCassette, call_key
+from tools import ToolError, tool
+
+
+def _counting_tools() -> tuple[Any, Any, list[str]]:
+    ran: list[str] = []
+
+    @tool
+    def lookup(query: str, k: int = 2) -> list[dict[str, Any]]:
+        """Look something up.
+
+        Args:
+            query: What to look for.
+            k: How many.
+        """
+        ran.append(query)
+        if query == "boom":
+            raise ToolError("nothing to find")
+        return [{"title": query, "score": 0.123456, "pair": (1, 2)}][:k]
+
+    @tool
+    async def alookup(query: str) -> str:
+        """Look something up, asynchronously.
+
+        Args:
+            query: What to look for.
+        """
+        ran.append("async " + query)
+        return query.upper()
+
+    return lookup, alookup, ran
+
+
+def test_a_recorded_call_is_replayed_without_running_the_tool(tmp_path: Path) -> None:
+    lookup, alookup, ran = _counting_tools()
+    path = tmp_path / "tools.jsonl"
+    first = ToolCassette(path)
+    live = asyncio.run(first.wrap(lookup).run({"query": "zorvath", "k": 2}))
+    assert live == [{"title": "zorvath", "score": 0.123456, "pair": [1, 2]}]  # the JSON form, as replayed
+    assert asyncio.run(first.wrap(alookup).run({"query": "x"})) == "X"
+    assert ran == ["zorvath", "async x"] and len(path.read_text().splitlines()) == 2
+
+    again = ToolCassette(path)
+    assert asyncio.run(again.wrap(lookup).run({"query": "zorvath", "k": 2})) == live
+    assert asyncio.run(again.wrap(alookup).run({"query": "x"})) == "X"
+    assert ran == ["zorvath", "async x"] and again.replayed == 2
+    asyncio.run(again.wrap(lookup).run({"query": "zorvath", "k": 1}))  # other arguments: a new call
+    assert ran[-1] == "zorvath" and len(path.read_text().splitlines()) == 3
+    assert call_key("lookup", {"query": "zorvath", "k": 2}) in again
+
+
+def test_a_failing_call_is_not_recorded(tmp_path: Path) -> None:
+    lookup, _, ran = _counting_tools()
+    cassette = ToolCassette(tmp_path / "tools.jsonl")
+    with pytest.raises(ToolError, match="nothing to find"):
+        asyncio.run(cassette.wrap(lookup).run({"query": "boom"}))
+    assert not (tmp_path / "tools.jsonl").exists() and not cassette.keys()
+
+
+def test_without_keep_new_results_wait_until_kept_or_forgotten(tmp_path: Path) -> None:
+    lookup, _, ran = _counting_tools()
+    path = tmp_path / "tools.jsonl"
+    cassette = ToolCassette(path, keep_new=False)
+    wrapped = cassette.wrap(lookup)
+    asyncio.run(wrapped.run({"query": "a"}))
+    assert not path.exists() and len(cassette.fresh) == 1
+    cassette.forget_fresh()
+    asyncio.run(wrapped.run({"query": "a"}))  # forgotten: runs again
+    assert ran == ["a", "a"]
+    assert cassette.keep_fresh() == 1 and not cassette.fresh
+    assert [json.loads(line)["arguments"] for line in path.read_text().splitlines()] == [{"query": "a"}]
+
+
+def test_a_corrupt_entry_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "tools.jsonl"
+    path.write_text('{"key": "k", "tool": "t", "arguments": {}, "result": 1}\n{"key": \n')
+    with pytest.raises(UserFacingError, match=r"tools.jsonl:2: corrupt tool cassette entry"):
+        ToolCassette(path)
+
+
+def _shake_vectors(cache: Path, scale: float) -> None:
+    """Move every cached vector by a tiny relative amount: what another CPU's MiniLM gives."""
+    rng = np.random.default_rng(0)
+    con = sqlite3.connect(cache)
+    rows = list(con.execute("SELECT key, data FROM vec"))
+    for key, blob in rows:
+        vec = np.frombuffer(blob, dtype=np.float32)
+        moved = (vec * (1 + scale * rng.standard_normal(vec.shape))).astype(np.float32)
+        con.execute("UPDATE vec SET data = ? WHERE key = ?", (moved.tobytes(), key))
+    con.commit()
+    con.close()
+
+
+def test_labels_verify_on_another_machines_graph_through_the_tool_cassette(tmp_path: Path, monkeypatch) -> None:
+    sys.path.insert(0, str(Path(__file__).parents[1] / "graphs"))
+    from graphs_testdata import write_files
+
+    from scenarios.routing_tasks import Grader, RoutingTask
+    from scenarios.routing_tasks.graph import ensure_graph
+    from scenarios.routing_tasks.labeling import LabelSettings, label_to_file
+    from scenarios.routing_tasks.verify import verify_labels
+
+    cache = tmp_path / "embeddings.sqlite"
+    monkeypatch.setenv("REIN_EMBED_CACHE", str(cache))
+    files = write_files(tmp_path / "src")
+    musique = tmp_path / "musique"
+    musique.mkdir()
+    files["corpus"].rename(musique / "musique_100_corpus.json")
+    files["triples"].rename(musique / "musique_100_openie.json")
+    here = ensure_graph(tmp_path / "here", musique)
+
+    task = RoutingTask(id="musique-9999", query="Who founded the Zorvath Institute?", kind="tool", family="musique",
+                       style="plain", grader=Grader("text", "Ilsa Varn"), tools=("retrieval",), split="test")
+
+    def searcher(request: ModelRequest):  # noqa: ANN202 - a str or a tool call
+        results = [m.text for m in request.messages if m.role == "tool"]
+        if results:
+            return "Ilsa Varn" if "Ilsa Varn" in results[-1] else "unknown"
+        if any(t["function"]["name"] == "retrieve" for t in request.tools):
+            return call("retrieve", {"query": "Zorvath Institute founded by", "k": 2})
+        return "I am not sure."
+
+    out, tapes = tmp_path / "labels.jsonl", tmp_path / "tapes"
+    model_tape, tool_tape = tapes / "scripted.jsonl", tapes / "scripted.tools.jsonl"
+    recorded = LabelSettings(graph_dir=str(here), tool_cassette=str(tool_tape))
+    model = CassetteModel(model_tape, FunctionModel(searcher), mode="auto")
+    assert label_to_file(model, [task], out, recorded, model_name="scripted") == (1, [])
+    assert json.loads(out.read_text())["runs"]["agentic"]["success"]
+    assert len(tool_tape.read_text().splitlines()) == 1
+
+    _shake_vectors(cache, 1e-4)
+    there = ensure_graph(tmp_path / "there", musique)
+    # The model cassette alone: the retrieve result prints other score digits, the next call misses.
+    alone = verify_labels(out, model_tape, "scripted", [task], LabelSettings(graph_dir=str(there)))
+    assert alone.same == 0 and "not in the cassette" in alone.differ[0]
+    # With the tool cassette the row comes back identical, the graph is not asked.
+    both = verify_labels(out, model_tape, "scripted", [task],
+                         LabelSettings(graph_dir=str(there), tool_cassette=str(tool_tape)), prune=True)
+    assert (both.same, both.differ, both.tool_replayed, both.tool_added, both.pruned) == (1, [], 1, 0, True)
+
+
+def test_verify_adds_only_the_results_of_rows_that_match(tmp_path: Path, monkeypatch) -> None:
+    sys.path.insert(0, str(Path(__file__).parents[1] / "graphs"))
+    from graphs_testdata import write_files
+
+    from scenarios.routing_tasks import Grader, RoutingTask
+    from scenarios.routing_tasks.graph import ensure_graph
+    from scenarios.routing_tasks.labeling import LabelSettings, label_to_file
+    from scenarios.routing_tasks.verify import verify_labels
+
+    cache = tmp_path / "embeddings.sqlite"
+    monkeypatch.setenv("REIN_EMBED_CACHE", str(cache))
+    files = write_files(tmp_path / "src")
+    musique = tmp_path / "musique"
+    musique.mkdir()
+    files["corpus"].rename(musique / "musique_100_corpus.json")
+    files["triples"].rename(musique / "musique_100_openie.json")
+    graph = ensure_graph(tmp_path / "graph", musique)
+    tasks = [RoutingTask(id=f"musique-999{i}", query=q, kind="tool", family="musique", style="plain",
+                         grader=Grader("text", "Ilsa Varn"), tools=("retrieval",), split="test")
+             for i, q in enumerate(["Who founded the Zorvath Institute?", "Where is the Zorvath Institute?"])]
+
+    def searcher(request: ModelRequest):  # noqa: ANN202 - a str or a tool call
+        if any(m.role == "tool" for m in request.messages):
+            return "Ilsa Varn"
+        user = next(m.text for m in request.messages if m.role == "user")
+        if any(t["function"]["name"] == "retrieve" for t in request.tools):
+            return call("retrieve", {"query": user, "k": 1})
+        return "I am not sure."
+
+    out, tapes = tmp_path / "labels.jsonl", tmp_path / "tapes"
+    model_tape, tool_tape = tapes / "scripted.jsonl", tapes / "scripted.tools.jsonl"
+    # Labelled before tool results were recorded: the tool cassette starts empty.
+    label_to_file(CassetteModel(model_tape, FunctionModel(searcher)), tasks, out,
+                  LabelSettings(graph_dir=str(graph)), model_name="scripted")
+    rows = out.read_text().splitlines()
+    edited = json.loads(rows[1])
+    edited["runs"]["agentic"]["answer"] = "someone else"
+    out.write_text(rows[0] + "\n" + json.dumps(edited) + "\n")
+
+    report = verify_labels(out, model_tape, "scripted", tasks,
+                           LabelSettings(graph_dir=str(graph), tool_cassette=str(tool_tape)))
+    assert (report.same, report.tool_added) == (1, 1) and len(report.differ) == 1
+    kept = [json.loads(line)["arguments"]["query"] for line in tool_tape.read_text().splitlines()]
+    assert kept == ["Who founded the Zorvath Institute?"]
