@@ -175,6 +175,8 @@ async def label_tasks(model: Model, tasks: Sequence[RoutingTask], settings: Labe
         if tools is None:
             skipped.append(task.id)
             continue
+        if cache.cassette is not None:
+            cache.cassette.scope = f"{task.id}/{settings.pass_name}"
         runs: dict[str, ModeRun] = {m: await run_mode(model, task, m, tools, settings) for m in MODES}
         row = OracleRow(
             id=task.id, query=task.query, model=model_name or model.name, runs=runs, split=task.split,
@@ -290,7 +292,7 @@ def _verify(args: argparse.Namespace) -> int:
         settings = LabelSettings(max_tokens=args.max_tokens, agentic_steps=args.agentic_steps, graph_dir=args.graph,
                                  tool_cassette=str(tool_cassette_path(args.cassettes, args.model)))
         report = verify_labels(args.out, cassette_path(args.cassettes, args.model), args.model, tasks, settings,
-                               prune=args.prune, drop=args.drop)
+                               prune=args.prune, drop=args.drop, recover=args.recover)
     except UserFacingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -322,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --verify: move the rows that differ to <out>.dropped, so the next run labels them again")
     parser.add_argument("--prune", action="store_true",
                         help="with --verify: when every row matches, keep only the cassette calls the rows use")
+    parser.add_argument("--recover", action="store_true",
+                        help="with --verify: find the retrieve results a run saw among nearby score digits "
+                             "(a graph built on another machine) and record them in the tool cassette")
     parser.add_argument("--split", default=None, help="only this split")
     parser.add_argument("--order", choices=ORDERS, default="stratified",
                         help="stratified (default): any prefix samples every split and kind; file: file order")
@@ -346,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         return _status(args)
     if not args.model:
         parser.error("--model is required (except with --regrade)")
-    if (args.prune or args.drop) and not args.verify:
+    if (args.prune or args.drop or args.recover) and not args.verify:
         parser.error("--prune and --drop go with --verify: they act on what recomputing the rows from the cassette shows")
     if args.verify:
         return _verify(args)

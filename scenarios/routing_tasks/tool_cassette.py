@@ -7,8 +7,10 @@ another CPU differ in their last bits, so a graph built elsewhere prints other d
 call misses. Recording such a tool's results next to the model calls makes the rows replayable from
 the files alone, on any machine, with the graph needed only for calls the file lacks.
 
-The file is JSON Lines, one `{"key", "tool", "arguments", "result"}` object per distinct call, appended
-under a file lock (labelling shards share it); the first copy of a key wins.
+The file is JSON Lines, one `{"key", "scope", "tool", "arguments", "result"}` object per distinct call,
+appended under a file lock (labelling shards share it); the first copy of a key wins. The key includes
+a scope, the row the call belongs to (task and pass): two runs that asked the same question on
+graphs built on different machines saw different digits, and each must replay what it saw.
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ from typing import Any
 
 from agent.errors import UserFacingError
 from agent.file_lock import exclusive
-from tools import Tool
+from tools import Tool, format_result
 
 
-def call_key(tool: str, arguments: dict[str, Any]) -> str:
-    """A stable hash of a call: the tool's name and its validated arguments."""
-    blob = json.dumps({"tool": tool, "arguments": arguments}, sort_keys=True, separators=(",", ":"),
+def call_key(tool: str, arguments: dict[str, Any], scope: str = "") -> str:
+    """A stable hash of a call: its scope, the tool's name and its validated arguments."""
+    blob = json.dumps({"scope": scope, "tool": tool, "arguments": arguments}, sort_keys=True, separators=(",", ":"),
                       ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
@@ -51,6 +53,10 @@ class ToolCassette:
         """Keys of the calls made through this cassette."""
         self.replayed = 0
         """Calls answered from the file."""
+        self.scope = ""
+        """What the calls being made belong to (labelling sets the task and pass); part of each key."""
+        self._by_text: dict[str, str] = {}
+        """The text of each new result as its tool message shows it -> its key."""
         if self.path.exists():
             self._load()
 
@@ -91,7 +97,7 @@ class ToolCassette:
         return tool.with_options(fn=replay)
 
     def _before(self, name: str, arguments: dict[str, Any]) -> str:
-        key = call_key(name, arguments)
+        key = call_key(name, arguments, self.scope)
         self.used.add(key)
         return key
 
@@ -102,9 +108,10 @@ class ToolCassette:
     def _after(self, key: str, name: str, arguments: dict[str, Any], result: Any) -> Any:
         # Stored as JSON, so a replayed result is the JSON form of the live one (tuples come back as
         # lists), which the tool message renders the same way.
-        entry = {"key": key, "tool": name, "arguments": json.loads(json.dumps(arguments, default=str)),
+        entry = {"key": key, "scope": self.scope, "tool": name, "arguments": json.loads(json.dumps(arguments, default=str)),
                  "result": json.loads(json.dumps(result, ensure_ascii=False))}
         self._entries[key] = entry["result"]
+        self._by_text[format_result(entry["result"])] = key
         if self.keep_new:
             self._append([entry])
         else:
@@ -117,13 +124,25 @@ class ToolCassette:
         if entries:
             self._append(entries)
         self.fresh.clear()
+        self._by_text.clear()
         return len(entries)
+
+    def correct(self, text: str, result: Any) -> bool:
+        """Replace the new result whose message text is `text` (one waiting in `fresh`) by `result`:
+        the version a recorded run was found to have seen (recover_digits.py). Whether it was there."""
+        key = self._by_text.get(text)
+        if key is None or key not in self.fresh:
+            return False
+        self.fresh[key]["result"] = result
+        self._entries[key] = result
+        return True
 
     def forget_fresh(self) -> None:
         """Drop the results waiting in `fresh`: a row that did not verify used them."""
         for key in self.fresh:
             self._entries.pop(key, None)
         self.fresh.clear()
+        self._by_text.clear()
 
     def _append(self, entries: list[dict[str, Any]]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -39,19 +39,35 @@ from agent.messages import ModelRequest, ModelResponse
 from agent.models import CassetteModel
 from agent.models.cassette import request_key
 from agent.routing.oracle import GREEDY
+from scenarios.routing_tasks.recover_digits import DigitRecovery
+from scenarios.routing_tasks.tool_cassette import ToolCassette
 
 _SAMPLED = re.compile(r"t(?P<temperature>[0-9.e+-]+)-seed(?P<seed>-?\d+)")
 
 
 class _KeyRecorder(CassetteModel):
-    """A replaying cassette that remembers which entries were asked for, and which it lacked."""
+    """A replaying cassette that remembers which entries were asked for, and which it lacked; with a
+    recovery, a call it lacks after a retrieve is looked for among nearby versions of that result."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, recovery: DigitRecovery | None = None, tools: ToolCassette | None = None) -> None:
         super().__init__(path, mode="replay")
         self.used: set[str] = set()
         self.lacked = 0
+        self.recovery = recovery
+        self.tools = tools
+        self.corrected = 0
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
+        if self.recovery is not None:
+            request = self.recovery.rewrite(request)
+            if request_key(request) not in self:
+                found = self.recovery.search(request, self._entries)
+                if found is not None and self.tools is not None:
+                    _, live, seen = found
+                    # A result replayed from the tool cassette is what this row's run recorded
+                    # itself, so only one the graph just gave can be the wrong version.
+                    self.corrected += self.tools.correct(live, json.loads(seen))
+                request = self.recovery.rewrite(request)
         key = request_key(request)
         self.used.add(key)
         # The runtime turns a model error into the run's termination, so count it here to say why.
@@ -79,6 +95,8 @@ class VerifyReport:
     """Retrieval calls answered from the tool cassette."""
     tool_added: int = 0
     """Retrieval results the tool cassette lacked, run on the graph and added for rows that verified."""
+    recovered: int = 0
+    """Retrieval results found among nearby score digits (--recover), for rows that then verified."""
     dropped: int = 0
     """Rows that differed and were moved to `<out>.dropped`."""
 
@@ -92,7 +110,9 @@ class VerifyReport:
                          "label again to replace them")
         if self.tool_replayed or self.tool_added:
             lines.append(f"retrieval: {self.tool_replayed} calls answered from the tool cassette, "
-                         f"{self.tool_added} results added to it from the graph")
+                         f"{self.tool_added} results added to it from the graph"
+                         + (f" ({self.recovered} with the score digits the run saw, not the graph's)"
+                            if self.recovered else ""))
         if self.pruned:
             lines.append(f"pruned the cassette to the {self.used} calls used")
         return "\n".join(lines)
@@ -127,11 +147,12 @@ def _differences(stored: dict[str, Any], fresh: dict[str, Any]) -> str:
 
 
 def verify_labels(out: Path, cassette: Path, model: str, tasks: Sequence[Any], settings: Any,
-                  prune: bool = False, drop: bool = False) -> VerifyReport:
+                  prune: bool = False, drop: bool = False, recover: bool = False) -> VerifyReport:
     """Recompute every row of `model` in `out` from `cassette`; with `drop`, move the rows that differ
-    aside; with `prune`, when every row (left) matches, keep only the cassette calls they used."""
+    aside; with `prune`, when every row (left) matches, keep only the cassette calls they used; with
+    `recover`, look for retrieval results that differ from the graph's in their last digits
+    (recover_digits.py)."""
     from scenarios.routing_tasks.labeling import ToolCache, label_tasks
-    from scenarios.routing_tasks.tool_cassette import ToolCassette
 
     if not out.is_file():
         raise UserFacingError(f"no such labels file: {out}")
@@ -141,12 +162,15 @@ def verify_labels(out: Path, cassette: Path, model: str, tasks: Sequence[Any], s
     stored = [row for _, row in json_objects(out) if row.get("model") == model]
     if not stored:
         raise UserFacingError(f"{out} holds no rows of {model}")
-    recorder = _KeyRecorder(cassette)
-    report = VerifyReport(rows=len(stored), entries=len(recorder.keys()))
     # One graph load for the whole file; retrieval results the tool cassette lacks are added only for
     # the rows that verify with them, so it never gains a result no stored row saw.
     tools = (ToolCassette(settings.tool_cassette, keep_new=False)
              if settings.tool_cassette and settings.graph_dir else None)
+    if recover and tools is None:
+        raise UserFacingError("--recover needs --graph: it records what it finds in the tool cassette")
+    recovery = DigitRecovery() if recover else None
+    recorder = _KeyRecorder(cassette, recovery, tools)
+    report = VerifyReport(rows=len(stored), entries=len(recorder.keys()))
     cache = ToolCache(settings.graph_dir, tools)
     stale: set[tuple[str, str]] = set()  # (id, pass) of rows known not to follow from the cassette
     for row in stored:
@@ -157,6 +181,9 @@ def verify_labels(out: Path, cassette: Path, model: str, tasks: Sequence[Any], s
             stale.add((row["id"], row.get("pass", GREEDY)))
             continue
         lacked = recorder.lacked
+        corrected_before = recorder.corrected
+        if recovery is not None:
+            recovery.swaps.clear()  # a text's recovered version belongs to the run that saw it
         fresh, _ = asyncio.run(label_tasks(recorder, [task], settings_of(row.get("pass", GREEDY), settings),
                                            model_name=model, tool_cache=cache))
         lacked = recorder.lacked - lacked
@@ -168,6 +195,7 @@ def verify_labels(out: Path, cassette: Path, model: str, tasks: Sequence[Any], s
             report.same += 1
             if tools is not None:
                 report.tool_added += tools.keep_fresh()
+            report.recovered += recorder.corrected - corrected_before
         else:
             if tools is not None:
                 tools.forget_fresh()

@@ -201,3 +201,55 @@ def test_verify_adds_only_the_results_of_rows_that_match(tmp_path: Path, monkeyp
     assert (report.same, report.tool_added) == (1, 1) and len(report.differ) == 1
     kept = [json.loads(line)["arguments"]["query"] for line in tool_tape.read_text().splitlines()]
     assert kept == ["Who founded the Zorvath Institute?"]
+
+
+def _request(tool_text: str, then: str = "") -> ModelRequest:
+    from agent.messages import Message, ToolCall
+
+    messages = [Message.user("Who founded the Zorvath Institute?"),
+                Message.assistant(tool_calls=[ToolCall(id="c1", name="retrieve", arguments='{"query": "Zorvath"}')]),
+                Message(role="tool", content=tool_text, tool_call_id="c1", name="retrieve")]
+    if then:
+        messages += [Message.assistant(then), Message.user("and then?")]
+    return ModelRequest(messages=messages)
+
+
+def _hits(*scores: float) -> list[dict[str, Any]]:
+    return [{"doc_index": i, "title": f"t{i}", "text": "x", "score": s,
+             "provenance": {"retriever": "dense", "seeds": [], "path": [], "evidence": {"cosine": round(s, 4)}}}
+            for i, s in enumerate(scores)]
+
+
+def test_the_digits_a_run_saw_are_found_by_the_cassette_key() -> None:
+    from agent.messages import ModelResponse
+    from agent.models.cassette import request_key
+    from scenarios.routing_tasks.recover_digits import DigitRecovery
+
+    seen = json.dumps(_hits(0.337966, 0.280824, 0.250001), ensure_ascii=False)   # what the recorded run saw
+    here = json.dumps(_hits(0.337966, 0.280823, 0.250002), ensure_ascii=False)   # this machine's graph
+    entries = {request_key(_request(seen)): ModelResponse(text="Ilsa Varn"),
+               request_key(_request(seen, then="Ilsa Varn")): ModelResponse(text="done")}
+    recovery = DigitRecovery()
+    assert request_key(_request(here)) not in entries
+    found = recovery.search(_request(here), entries)
+    assert found is not None and found[1:] == (here, seen) and recovery.found == 1
+    # later requests of the run carry this machine's text in their history: rewritten, they hit
+    assert request_key(recovery.rewrite(_request(here, then="Ilsa Varn"))) in entries
+    # a result no nearby version of which was recorded is not "found"
+    far = json.dumps(_hits(0.337966, 0.280823, 0.250099), ensure_ascii=False)
+    assert DigitRecovery().search(_request(far), entries) is None
+
+
+def test_a_recovered_result_replaces_the_graphs_in_the_tool_cassette(tmp_path: Path) -> None:
+    lookup, _, _ = _counting_tools()
+    path = tmp_path / "tools.jsonl"
+    cassette = ToolCassette(path, keep_new=False)
+    live = asyncio.run(cassette.wrap(lookup).run({"query": "a"}))
+    seen = [{**live[0], "score": 0.123457}]
+    from tools import format_result
+
+    assert cassette.correct(format_result(live), seen)
+    assert not cassette.correct("text no call returned", seen)
+    cassette.keep_fresh()
+    assert json.loads(path.read_text())["result"] == seen
+    assert asyncio.run(ToolCassette(path).wrap(lookup).run({"query": "a"})) == seen
