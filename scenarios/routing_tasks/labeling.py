@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.model:
         parser.error("--model is required (except with --regrade)")
     if (args.prune or args.drop or args.recover) and not args.verify:
-        parser.error("--prune and --drop go with --verify: they act on what recomputing the rows from the cassette shows")
+        parser.error("--prune, --drop and --recover go with --verify: they act on what recomputing the rows from the cassette shows")
     if args.verify:
         return _verify(args)
     if args.temperature > 0 and args.seed is None:

@@ -353,7 +353,14 @@ def test_verify_errors_are_clear(tmp_path: Path, capsys) -> None:
     assert "no such labels file" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         label_main(["--prune", "--model", "scripted", "--out", str(out)])
-    assert "--prune and --drop go with --verify" in capsys.readouterr().err
+    assert "--prune, --drop and --recover go with --verify" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        label_main(["--recover", "--model", "scripted", "--out", str(out)])
+    assert "go with --verify" in capsys.readouterr().err
+    # --recover records what it finds in the tool cassette, which needs the graph's tools
+    assert label_main(["--verify", "--recover", "--model", "scripted", "--out", str(out), "--tasks",
+                       str(_tasks_file(tmp_path)), "--cassettes", str(tmp_path / "cassettes")]) == 2
+    assert "--recover needs --graph" in capsys.readouterr().err
 
 
 def test_shards_run_at_once_share_one_labels_file_and_one_cassette(tmp_path: Path) -> None:
