@@ -25,6 +25,7 @@ from typing import Any
 
 from agent.errors import UserFacingError
 from agent.file_lock import exclusive
+from agent.jsonl import json_objects
 from tools import Tool, format_result
 
 
@@ -61,14 +62,10 @@ class ToolCassette:
             self._load()
 
     def _load(self) -> None:
-        for lineno, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                self._entries.setdefault(row["key"], row["result"])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise UserFacingError(f"{self.path}:{lineno}: corrupt tool cassette entry ({exc})") from None
+        for lineno, row in json_objects(self.path):
+            if "key" not in row or "result" not in row:
+                raise UserFacingError(f"{self.path}:{lineno}: corrupt tool cassette entry (no key or result)")
+            self._entries.setdefault(row["key"], row["result"])
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries

@@ -92,7 +92,10 @@ def test_without_keep_new_results_wait_until_kept_or_forgotten(tmp_path: Path) -
 def test_a_corrupt_entry_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "tools.jsonl"
     path.write_text('{"key": "k", "tool": "t", "arguments": {}, "result": 1}\n{"key": \n')
-    with pytest.raises(UserFacingError, match=r"tools.jsonl:2: corrupt tool cassette entry"):
+    with pytest.raises(UserFacingError, match=r"tools.jsonl:2: not valid JSON"):
+        ToolCassette(path)
+    path.write_text('{"key": "k", "tool": "t"}\n')
+    with pytest.raises(UserFacingError, match=r"tools.jsonl:1: corrupt tool cassette entry"):
         ToolCassette(path)
 
 
@@ -109,14 +112,10 @@ def _shake_vectors(cache: Path, scale: float) -> None:
     con.close()
 
 
-def test_labels_verify_on_another_machines_graph_through_the_tool_cassette(tmp_path: Path, monkeypatch) -> None:
+def _musique_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A small corpus laid out as the MuSiQue-100 files, and the embedding cache the graphs use."""
     sys.path.insert(0, str(Path(__file__).parents[1] / "graphs"))
     from graphs_testdata import write_files
-
-    from scenarios.routing_tasks import Grader, RoutingTask
-    from scenarios.routing_tasks.graph import ensure_graph
-    from scenarios.routing_tasks.labeling import LabelSettings, label_to_file
-    from scenarios.routing_tasks.verify import verify_labels
 
     cache = tmp_path / "embeddings.sqlite"
     monkeypatch.setenv("REIN_EMBED_CACHE", str(cache))
@@ -125,6 +124,16 @@ def test_labels_verify_on_another_machines_graph_through_the_tool_cassette(tmp_p
     musique.mkdir()
     files["corpus"].rename(musique / "musique_100_corpus.json")
     files["triples"].rename(musique / "musique_100_openie.json")
+    return musique, cache
+
+
+def test_labels_verify_on_another_machines_graph_through_the_tool_cassette(tmp_path: Path, monkeypatch) -> None:
+    from scenarios.routing_tasks import Grader, RoutingTask
+    from scenarios.routing_tasks.graph import ensure_graph
+    from scenarios.routing_tasks.labeling import LabelSettings, label_to_file
+    from scenarios.routing_tasks.verify import verify_labels
+
+    musique, cache = _musique_files(tmp_path, monkeypatch)
     here = ensure_graph(tmp_path / "here", musique)
 
     task = RoutingTask(id="musique-9999", query="Who founded the Zorvath Institute?", kind="tool", family="musique",
@@ -158,21 +167,12 @@ def test_labels_verify_on_another_machines_graph_through_the_tool_cassette(tmp_p
 
 
 def test_verify_adds_only_the_results_of_rows_that_match(tmp_path: Path, monkeypatch) -> None:
-    sys.path.insert(0, str(Path(__file__).parents[1] / "graphs"))
-    from graphs_testdata import write_files
-
     from scenarios.routing_tasks import Grader, RoutingTask
     from scenarios.routing_tasks.graph import ensure_graph
     from scenarios.routing_tasks.labeling import LabelSettings, label_to_file
     from scenarios.routing_tasks.verify import verify_labels
 
-    cache = tmp_path / "embeddings.sqlite"
-    monkeypatch.setenv("REIN_EMBED_CACHE", str(cache))
-    files = write_files(tmp_path / "src")
-    musique = tmp_path / "musique"
-    musique.mkdir()
-    files["corpus"].rename(musique / "musique_100_corpus.json")
-    files["triples"].rename(musique / "musique_100_openie.json")
+    musique, cache = _musique_files(tmp_path, monkeypatch)
     graph = ensure_graph(tmp_path / "graph", musique)
     tasks = [RoutingTask(id=f"musique-999{i}", query=q, kind="tool", family="musique", style="plain",
                          grader=Grader("text", "Ilsa Varn"), tools=("retrieval",), split="test")
