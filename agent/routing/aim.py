@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from agent.plugin_api import MODES
 from agent.routing.oracle import OracleReport, OracleRow
 
@@ -53,6 +55,8 @@ class FrontierPoint:
     """How many tasks went to each mode."""
     picks: tuple[str, ...] = ()
     """The mode of each row, in row order."""
+    groups: dict[str, str] | None = None
+    """For a routing by group (`group_frontier`): each group's mode."""
 
 
 def replay_policy(picks: Sequence[str], rows: Sequence[OracleRow]) -> tuple[float, float]:
@@ -62,10 +66,62 @@ def replay_policy(picks: Sequence[str], rows: Sequence[OracleRow]) -> tuple[floa
     return solved / len(rows), (tokens / solved if solved else float("inf"))
 
 
-def _routing(rows: Sequence[OracleRow], price: float) -> list[str]:
-    """Each row's mode minimising tokens − price × success (ties: fewer tokens, then the cheaper mode)."""
-    return [min(MODES, key=lambda m: (r.runs[m].tokens - price * r.runs[m].success, r.runs[m].tokens))
-            for r in rows]
+EXACT_GROUPS = 12
+"""Up to this many groups, `group_frontier` tries every assignment of modes (3^12 = 531,441)."""
+
+
+def _outcomes(rows: Sequence[OracleRow]) -> tuple[np.ndarray, np.ndarray]:
+    """Per row and mode (MODES order): success (pass rate) and tokens."""
+    return (np.array([[r.runs[m].success for m in MODES] for r in rows], dtype=float),
+            np.array([[r.runs[m].tokens for m in MODES] for r in rows], dtype=float))
+
+
+def _price_sweep(success: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """Candidate routings of units (rows or groups), one per row of the result: at each price λ of a
+    solved task at which some unit changes its mind, each unit's mode minimising tokens − λ × success
+    (ties: fewer tokens, then the cheaper mode), i.e. the routings on the lower convex hull of
+    (tasks solved, tokens)."""
+    gain = success[:, :, None] - success[:, None, :]
+    extra = tokens[:, :, None] - tokens[:, None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        prices = np.where(gain > 0, np.maximum(0.0, extra / np.where(gain > 0, gain, 1.0)), np.nan)
+    prices = np.unique(np.concatenate([[0.0], prices[~np.isnan(prices)]]))
+    prices = np.unique(np.concatenate([prices, prices + 1e-6, [prices.max() + 1.0]]))
+    order = np.arange(len(MODES)) * 1e-9  # the cheaper mode wins an exact tie
+    picks = []
+    for price in prices:
+        cost = tokens - price * success
+        best = cost.min(axis=1, keepdims=True)
+        tied = np.where(np.isclose(cost, best, rtol=0, atol=1e-9), tokens + order, np.inf)
+        picks.append(tied.argmin(axis=1))
+    return np.array(picks)
+
+
+def _every_assignment(units: int) -> np.ndarray:
+    """All len(MODES)^units routings of `units` units, one per row."""
+    index = np.arange(len(MODES) ** units)
+    return (index[:, None] // len(MODES) ** np.arange(units)) % len(MODES)
+
+
+def _cheapest(candidates: np.ndarray, success: np.ndarray, tokens: np.ndarray, tasks: int,
+              min_accuracy: float) -> np.ndarray | None:
+    """The candidate routing of units with the fewest tokens per pass among those reaching
+    `min_accuracy` over `tasks` tasks, or None."""
+    units = np.arange(success.shape[0])
+    solved = success[units, candidates].sum(axis=1)
+    spent = tokens[units, candidates].sum(axis=1)
+    ok = (solved / tasks >= min_accuracy - 1e-9) & (solved > 0)
+    if not ok.any():
+        return None
+    per_pass = np.where(ok, spent / np.where(solved > 0, solved, 1.0), np.inf)
+    return candidates[int(per_pass.argmin())]
+
+
+def _point(rows: Sequence[OracleRow], picks: Sequence[str], **extra: Any) -> FrontierPoint:
+    accuracy, per_pass = replay_policy(picks, rows)
+    reasoning = replay_policy(["reasoning"] * len(rows), rows)[1]
+    return FrontierPoint(accuracy, per_pass, 1 - per_pass / reasoning, {m: list(picks).count(m) for m in MODES},
+                         tuple(picks), **extra)
 
 
 def frontier(rows: Sequence[OracleRow], min_accuracy: float) -> FrontierPoint | None:
@@ -78,41 +134,51 @@ def frontier(rows: Sequence[OracleRow], min_accuracy: float) -> FrontierPoint | 
     """
     if not rows:
         return None
-    prices = {0.0}
-    for r in rows:
-        for a in MODES:
-            for b in MODES:
-                gain = r.runs[a].success - r.runs[b].success
-                if gain > 0:
-                    prices.add(max(0.0, (r.runs[a].tokens - r.runs[b].tokens) / gain))
-    top = max(prices) + 1.0
-    prices |= {p + 1e-6 for p in prices} | {top}
-    reasoning = replay_policy(["reasoning"] * len(rows), rows)[1]
-    best: FrontierPoint | None = None
-    for price in sorted(prices):
-        picks = _routing(rows, price)
-        accuracy, per_pass = replay_policy(picks, rows)
-        if accuracy < min_accuracy - 1e-9 or per_pass == float("inf"):
-            continue
-        if best is None or per_pass < best.tokens_per_pass:
-            best = FrontierPoint(accuracy, per_pass, 1 - per_pass / reasoning,
-                                 {m: picks.count(m) for m in MODES}, tuple(picks))
-    return best
+    success, tokens = _outcomes(rows)
+    best = _cheapest(_price_sweep(success, tokens), success, tokens, len(rows), min_accuracy)
+    return None if best is None else _point(rows, [MODES[k] for k in best])
+
+
+def group_frontier(rows: Sequence[OracleRow], min_accuracy: float, key: str = "family") -> FrontierPoint | None:
+    """Like `frontier`, but every task of a group (the rows' `key` field, e.g. their family) goes to
+    the same mode: the best any router can do that tells only which group a query belongs to, even
+    knowing how each group's runs turned out. Exact (every assignment tried) up to EXACT_GROUPS
+    groups, the price sweep over groups beyond. None when no such routing reaches `min_accuracy`."""
+    if not rows:
+        return None
+    names = sorted({str(r.extra.get(key, "?")) for r in rows})
+    member = np.array([names.index(str(r.extra.get(key, "?"))) for r in rows])
+    success, tokens = _outcomes(rows)
+    group_success = np.array([success[member == g].sum(axis=0) for g in range(len(names))])
+    group_tokens = np.array([tokens[member == g].sum(axis=0) for g in range(len(names))])
+    candidates = (_every_assignment(len(names)) if len(names) <= EXACT_GROUPS
+                  else _price_sweep(group_success, group_tokens))
+    best = _cheapest(candidates, group_success, group_tokens, len(rows), min_accuracy)
+    if best is None:
+        return None
+    return _point(rows, [MODES[best[g]] for g in member], groups={n: MODES[best[g]] for g, n in enumerate(names)})
+
+
+def _point_json(point: FrontierPoint | None) -> dict[str, Any] | None:
+    if point is None:
+        return None
+    out = {"accuracy": round(point.accuracy, 4), "tokens_per_pass": round(point.tokens_per_pass, 1),
+           "cut_vs_reasoning": round(point.cut_vs_reasoning, 4), "mix": point.mix}
+    return out if point.groups is None else {**out, "groups": point.groups}
 
 
 def aim_summary(report: OracleReport, rows: Sequence[OracleRow]) -> dict[str, Any]:
-    """JSON-ready: each strategy's halves of the aim, and the frontier at the aim's accuracy."""
+    """JSON-ready: each strategy's halves of the aim, and the frontiers (per task, and per family
+    when the rows name their family) at the aim's accuracy."""
     best = _best_fixed(report)
     target = max(0.0, (report.strategies[best].accuracy.value or 0.0) - ACCURACY_SLACK)
-    point = frontier(rows, target)
+    by_family = group_frontier(rows, target) if any("family" in r.extra for r in rows) else None
     return {"accuracy_target": round(target, 4), "best_fixed": best, "strategies": meets_aim(report),
-            "frontier": None if point is None else {
-                "accuracy": round(point.accuracy, 4), "tokens_per_pass": round(point.tokens_per_pass, 1),
-                "cut_vs_reasoning": round(point.cut_vs_reasoning, 4), "mix": point.mix}}
+            "frontier": _point_json(frontier(rows, target)), "family_frontier": _point_json(by_family)}
 
 
 def format_aim(report: OracleReport, rows: Sequence[OracleRow]) -> str:
-    """Two lines: who meets the aim (or half of it), and the frontier at the aim's accuracy."""
+    """Who meets the aim (or half of it), and the frontiers at the aim's accuracy."""
     summary = aim_summary(report, rows)
     met = summary["strategies"]
 
@@ -120,19 +186,27 @@ def format_aim(report: OracleReport, rows: Sequence[OracleRow]) -> str:
         found = [k for k, v in met.items() if test(v)]
         return ", ".join(found) if found else "none"
 
+    def reach(point: dict[str, Any]) -> str:
+        mix = " ".join(f"{m[0]}{c}" for m, c in point["mix"].items())
+        return (f"{point['accuracy']:.1%} (the aim asks {summary['accuracy_target']:.1%}) at "
+                f"{point['tokens_per_pass']:.1f} tokens per pass, {point['cut_vs_reasoning']:+.1%} vs "
+                f"always-reasoning ({mix})")
+
     best = summary["best_fixed"]
     lines = [f"A²FM's aim (accuracy within {ACCURACY_SLACK * 100:g} points of the best fixed mode, {best} "
              f"{report.strategies[best].accuracy.value or 0.0:.1%}; tokens per pass at least {CUT_AIM:.0%} below "
              f"always-reasoning, the interval above 0): met by {names(lambda v: v['accuracy'] and v['cut'])}; "
              f"accuracy only: {names(lambda v: v['accuracy'] and not v['cut'])}; "
              f"cut only: {names(lambda v: v['cut'] and not v['accuracy'])}"]
-    point = summary["frontier"]
-    if point is not None:
-        mix = " ".join(f"{m[0]}{c}" for m, c in point["mix"].items())
-        lines.append(f"frontier: knowing every recorded outcome, a router reaches {point['accuracy']:.1%} "
-                     f"(the aim asks {summary['accuracy_target']:.1%}) at {point['tokens_per_pass']:.1f} tokens "
-                     f"per pass, {point['cut_vs_reasoning']:+.1%} vs always-reasoning ({mix})")
+    if (point := summary["frontier"]) is not None:
+        lines.append(f"frontier: knowing every recorded outcome, a router reaches {reach(point)}")
+    if (point := summary["family_frontier"]) is not None:
+        lines.append(f"by family: sending each of the {len(point['groups'])} task families to one mode, chosen "
+                     f"knowing every recorded outcome, reaches {reach(point)}")
+    elif any("family" in r.extra for r in rows):
+        lines.append("by family: no routing that sends each task family to one mode reaches the aim's accuracy")
     return "\n".join(lines)
 
 
-__all__ = ["ACCURACY_SLACK", "CUT_AIM", "FrontierPoint", "aim_summary", "format_aim", "frontier", "meets_aim", "replay_policy"]
+__all__ = ["ACCURACY_SLACK", "CUT_AIM", "EXACT_GROUPS", "FrontierPoint", "aim_summary", "format_aim", "frontier",
+           "group_frontier", "meets_aim", "replay_policy"]

@@ -1,4 +1,4 @@
-"""A²FM's aim checked per strategy, and the frontier: what a router that knew every outcome reaches."""
+"""A²FM's aim checked per strategy, and the frontiers: what a router that knew every outcome reaches, per task and per family."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from agent.cli.main import main as rein_main
-from agent.routing.aim import format_aim, frontier, meets_aim
+from agent.routing.aim import format_aim, frontier, group_frontier, meets_aim
 from agent.routing.oracle import ModeRun, OracleRow, oracle_label, score_oracle
 
 
@@ -78,3 +78,53 @@ def test_route_eval_prints_and_reports_the_aim_and_the_frontier(tmp_path: Path, 
     aim = json.loads(capsys.readouterr().out)["aim"]
     assert aim["accuracy_target"] == 0.98 and aim["best_fixed"] == "always-agentic"
     assert aim["frontier"]["tokens_per_pass"] == 130.0 and aim["strategies"]["oracle"]["accuracy"] is True
+
+
+def _family_rows() -> list[OracleRow]:
+    """30 tasks in three families: a, instant solves all; b, instant solves half and reasoning all;
+    c, only agentic solves."""
+    def row(i: int, family: str, instant: bool, reasoning: bool, agentic: bool) -> OracleRow:
+        runs = {"instant": ModeRun(instant, 10), "reasoning": ModeRun(reasoning, 200), "agentic": ModeRun(agentic, 300)}
+        return OracleRow(f"{family}-{i}", "q", "m", runs, oracle=oracle_label(runs), extra={"family": family})
+    return ([row(i, "a", True, True, True) for i in range(10)] + [row(i, "b", i % 2 == 0, True, True) for i in range(10)]
+            + [row(i, "c", False, False, True) for i in range(10)])
+
+
+def test_the_family_frontier_sends_each_family_to_one_mode() -> None:
+    rows = _family_rows()
+    # per task, b's instant wins stay instant: (10*10 + 5*10 + 5*200 + 10*300) / 30
+    assert frontier(rows, 1.0).tokens_per_pass == (100 + 50 + 1000 + 3000) / 30  # type: ignore[union-attr]
+    # per family, all of b must go to reasoning
+    full = group_frontier(rows, 1.0)
+    assert full is not None and full.groups == {"a": "instant", "b": "reasoning", "c": "agentic"}
+    assert full.tokens_per_pass == (100 + 2000 + 3000) / 30 and full.mix == {"instant": 10, "reasoning": 10, "agentic": 10}
+    assert full.picks == tuple(["instant"] * 10 + ["reasoning"] * 10 + ["agentic"] * 10)
+    assert group_frontier(rows, 1.01) is None and group_frontier([], 0.5) is None
+
+
+def test_the_family_frontier_is_exact_where_the_price_sweep_is_not(monkeypatch) -> None:
+    rows = _family_rows()
+    # at two thirds the cheapest is to give c up: b to reasoning, c to instant, 20 solved for 2,200 tokens.
+    # No price of a solved task picks that routing (c's agentic win is cheaper per task than b's reasoning one),
+    # so the sweep finds only b instant and c agentic: 25 solved for 3,200.
+    exact = group_frontier(rows, 2 / 3)
+    assert exact is not None and exact.groups == {"a": "instant", "b": "reasoning", "c": "instant"}
+    assert exact.tokens_per_pass == 2200 / 20
+    monkeypatch.setattr("agent.routing.aim.EXACT_GROUPS", 2)
+    swept = group_frontier(rows, 2 / 3)
+    assert swept is not None and swept.groups == {"a": "instant", "b": "instant", "c": "agentic"}
+    assert swept.tokens_per_pass == 3200 / 25
+
+
+def test_route_eval_reports_the_family_frontier(tmp_path: Path, capsys) -> None:
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps(r.as_json()) + "\n" for r in _family_rows()))
+    assert rein_main(["route", "eval", "--data", str(labels), "--model", "m", "--router", "offline",
+                      "--samples", "50"]) == 0
+    text = capsys.readouterr().out
+    assert ("by family: sending each of the 3 task families to one mode, chosen knowing every recorded outcome, "
+            "reaches 100.0% (the aim asks 98.0%) at 170.0 tokens per pass") in text
+    assert rein_main(["route", "eval", "--data", str(labels), "--model", "m", "--router", "offline",
+                      "--samples", "50", "--json"]) == 0
+    family = json.loads(capsys.readouterr().out)["aim"]["family_frontier"]
+    assert family["groups"] == {"a": "instant", "b": "reasoning", "c": "agentic"} and family["tokens_per_pass"] == 170.0
