@@ -56,8 +56,8 @@ class ToolCassette:
         """Calls answered from the file."""
         self.scope = ""
         """What the calls being made belong to (labelling sets the task and pass); part of each key."""
-        self._by_text: dict[str, str] = {}
-        """The text of each new result as its tool message shows it -> its key."""
+        self._by_text: dict[str, list[str]] = {}
+        """The text of each new result as its tool message shows it -> the keys of the calls that gave it."""
         if self.path.exists():
             self._load()
 
@@ -108,7 +108,7 @@ class ToolCassette:
         entry = {"key": key, "scope": self.scope, "tool": name, "arguments": json.loads(json.dumps(arguments, default=str)),
                  "result": json.loads(json.dumps(result, ensure_ascii=False))}
         self._entries[key] = entry["result"]
-        self._by_text[format_result(entry["result"])] = key
+        self._by_text.setdefault(format_result(entry["result"]), []).append(key)
         if self.keep_new:
             self._append([entry])
         else:
@@ -124,15 +124,17 @@ class ToolCassette:
         self._by_text.clear()
         return len(entries)
 
-    def correct(self, text: str, result: Any) -> bool:
-        """Replace the new result whose message text is `text` (one waiting in `fresh`) by `result`:
-        the version a recorded run was found to have seen (recover_digits.py). Whether it was there."""
-        key = self._by_text.get(text)
-        if key is None or key not in self.fresh:
-            return False
-        self.fresh[key]["result"] = result
-        self._entries[key] = result
-        return True
+    def correct(self, text: str, result: Any) -> int:
+        """Replace every new result whose message text is `text` (those waiting in `fresh`) by `result`:
+        the version a recorded run was found to have seen (recover_digits.py). How many were replaced.
+
+        Every one, because two calls of a run can return the same text (the same question asked twice,
+        worded a little differently), and the run saw one version of it."""
+        keys = [key for key in self._by_text.pop(text, []) if key in self.fresh]
+        for key in keys:
+            self.fresh[key]["result"] = result
+            self._entries[key] = result
+        return len(keys)
 
     def forget_fresh(self) -> None:
         """Drop the results waiting in `fresh`: a row that did not verify used them."""

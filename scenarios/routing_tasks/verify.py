@@ -59,20 +59,28 @@ class _KeyRecorder(CassetteModel):
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         if self.recovery is not None:
+            asked = request
             request = self.recovery.rewrite(request)
             if request_key(request) not in self:
-                found = self.recovery.search(request, self._entries)
-                if found is not None and self.tools is not None:
-                    _, live, seen = found
-                    # A result replayed from the tool cassette is what this row's run recorded
-                    # itself, so only one the graph just gave can be the wrong version.
-                    self.corrected += self.tools.correct(live, json.loads(seen))
+                self.recovery.search(request, self._entries)
                 request = self.recovery.rewrite(request)
+            self._correct(asked, self.recovery)
         key = request_key(request)
         self.used.add(key)
         # The runtime turns a model error into the run's termination, so count it here to say why.
         self.lacked += key not in self
         return await super().complete(request)
+
+    def _correct(self, asked: ModelRequest, recovery: DigitRecovery) -> None:
+        """Record the recovered version of every result the graph just gave that the request shows
+        swapped: the one the search found, and any later call that returned the same text."""
+        if self.tools is None:
+            return
+        for message in asked.messages:
+            if message.role == "tool" and isinstance(message.content, str) and message.content in recovery.swaps:
+                # A result replayed from the tool cassette is what this row's run recorded itself,
+                # so only one the graph just gave (waiting in `fresh`) can be the wrong version.
+                self.corrected += self.tools.correct(message.content, json.loads(recovery.swaps[message.content]))
 
 
 @dataclass

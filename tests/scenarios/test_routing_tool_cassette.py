@@ -4,6 +4,7 @@ vectors differ in their last bits (another machine's), where the model cassette 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import sqlite3
 import sys
@@ -100,11 +101,12 @@ def test_a_corrupt_entry_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def _shake_vectors(cache: Path, scale: float) -> None:
-    """Move every cached vector by a tiny relative amount: what another CPU's MiniLM gives."""
-    rng = np.random.default_rng(0)
+    """Move every cached vector by a tiny relative amount: what another CPU's MiniLM gives. The move
+    depends on the vector alone, since one CPU computes equal inputs equally."""
     con = sqlite3.connect(cache)
     rows = list(con.execute("SELECT key, data FROM vec"))
     for key, blob in rows:
+        rng = np.random.default_rng(int.from_bytes(hashlib.sha256(blob).digest()[:8], "little"))
         vec = np.frombuffer(blob, dtype=np.float32)
         moved = (vec * (1 + scale * rng.standard_normal(vec.shape))).astype(np.float32)
         con.execute("UPDATE vec SET data = ? WHERE key = ?", (moved.tobytes(), key))
@@ -253,3 +255,48 @@ def test_a_recovered_result_replaces_the_graphs_in_the_tool_cassette(tmp_path: P
     cassette.keep_fresh()
     assert json.loads(path.read_text())["result"] == seen
     assert asyncio.run(ToolCassette(path).wrap(lookup).run({"query": "a"})) == seen
+
+
+def test_recovered_digits_are_recorded_for_every_call_that_returned_them(tmp_path: Path, monkeypatch) -> None:
+    """A run that asked the same question twice (in other letter case the second time: MiniLM is
+    uncased) saw one version of the result text: after `--recover`, both calls hold it, so the row
+    verifies without it."""
+    from scenarios.routing_tasks import Grader, RoutingTask
+    from scenarios.routing_tasks.graph import ensure_graph
+    from scenarios.routing_tasks.labeling import LabelSettings, label_to_file
+    from scenarios.routing_tasks.verify import verify_labels
+
+    musique, cache = _musique_files(tmp_path, monkeypatch)
+    here = ensure_graph(tmp_path / "here", musique)
+    task = RoutingTask(id="musique-9999", query="Who founded the Zorvath Institute?", kind="tool", family="musique",
+                       style="plain", grader=Grader("text", "Ilsa Varn"), tools=("retrieval",), split="test")
+
+    texts: set[str] = set()
+
+    def asks_twice(request: ModelRequest):  # noqa: ANN202 - a str or a tool call
+        results = [m.text for m in request.messages if m.role == "tool"]
+        texts.update(results)
+        if not any(t["function"]["name"] == "retrieve" for t in request.tools):
+            return "I am not sure."
+        if len(results) < 2:
+            query = "Zorvath Institute founded by"
+            return call("retrieve", {"query": query.lower() if results else query, "k": 3})
+        return "Ilsa Varn" if "Ilsa Varn" in results[-1] else "unknown"
+
+    out, tapes = tmp_path / "labels.jsonl", tmp_path / "tapes"
+    model_tape, tool_tape = tapes / "scripted.jsonl", tapes / "scripted.tools.jsonl"
+    # Labelled before tool results were recorded, on this machine's graph.
+    label_to_file(CassetteModel(model_tape, FunctionModel(asks_twice)), [task], out,
+                  LabelSettings(graph_dir=str(here)), model_name="scripted")
+    assert len(texts) == 1  # both calls gave the run the same text
+
+    _shake_vectors(cache, 2e-5)  # another CPU: scores move in their last printed digit
+    there = ensure_graph(tmp_path / "there", musique)
+    settings = LabelSettings(graph_dir=str(there), tool_cassette=str(tool_tape))
+    assert verify_labels(out, model_tape, "scripted", [task], LabelSettings(graph_dir=str(there))).same == 0
+    recovered = verify_labels(out, model_tape, "scripted", [task], settings, recover=True)
+    assert (recovered.same, recovered.tool_added, recovered.recovered) == (1, 2, 2)
+    kept = [json.dumps(json.loads(line)["result"]) for line in tool_tape.read_text().splitlines()]
+    assert len(kept) == 2 and kept[0] == kept[1]
+    again = verify_labels(out, model_tape, "scripted", [task], settings)
+    assert (again.same, again.differ, again.tool_replayed, again.tool_added) == (1, [], 2, 0)
