@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from agent.cli.main import main as rein_main
 from agent.routing.aim import format_aim, frontier, group_frontier, meets_aim
@@ -65,17 +68,21 @@ def test_the_frontier_uses_pass_rates_of_merged_passes() -> None:
     assert frontier(rows, 0.5).tokens_per_pass == 20.0  # type: ignore[union-attr]
 
 
-def test_route_eval_prints_and_reports_the_aim_and_the_frontier(tmp_path: Path, capsys) -> None:
+def _route_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: list[OracleRow]) -> tuple[str, dict[str, Any]]:
+    """`rein route eval` of the rows: its printed report, and the `aim` of its JSON one."""
     labels = tmp_path / "labels.jsonl"
-    labels.write_text("".join(json.dumps(r.as_json()) + "\n" for r in _rows()))
-    assert rein_main(["route", "eval", "--data", str(labels), "--model", "m", "--router", "offline",
-                      "--samples", "50"]) == 0
+    labels.write_text("".join(json.dumps(r.as_json()) + "\n" for r in rows))
+    command = ["route", "eval", "--data", str(labels), "--model", "m", "--router", "offline", "--samples", "50"]
+    assert rein_main(command) == 0
     text = capsys.readouterr().out
+    assert rein_main([*command, "--json"]) == 0
+    return text, json.loads(capsys.readouterr().out)["aim"]
+
+
+def test_route_eval_prints_and_reports_the_aim_and_the_frontier(tmp_path: Path, capsys) -> None:
+    text, aim = _route_eval(tmp_path, capsys, _rows())
     assert "A²FM's aim (accuracy within 2 points" in text
     assert "frontier: knowing every recorded outcome, a router reaches 100.0% (the aim asks 98.0%) at 130.0" in text
-    assert rein_main(["route", "eval", "--data", str(labels), "--model", "m", "--router", "offline",
-                      "--samples", "50", "--json"]) == 0
-    aim = json.loads(capsys.readouterr().out)["aim"]
     assert aim["accuracy_target"] == 0.98 and aim["best_fixed"] == "always-agentic"
     assert aim["frontier"]["tokens_per_pass"] == 130.0 and aim["strategies"]["oracle"]["accuracy"] is True
 
@@ -117,14 +124,8 @@ def test_the_family_frontier_is_exact_where_the_price_sweep_is_not(monkeypatch) 
 
 
 def test_route_eval_reports_the_family_frontier(tmp_path: Path, capsys) -> None:
-    labels = tmp_path / "labels.jsonl"
-    labels.write_text("".join(json.dumps(r.as_json()) + "\n" for r in _family_rows()))
-    assert rein_main(["route", "eval", "--data", str(labels), "--model", "m", "--router", "offline",
-                      "--samples", "50"]) == 0
-    text = capsys.readouterr().out
+    text, aim = _route_eval(tmp_path, capsys, _family_rows())
     assert ("by family: sending each of the 3 task families to one mode, chosen knowing every recorded outcome, "
             "reaches 100.0% (the aim asks 98.0%) at 170.0 tokens per pass") in text
-    assert rein_main(["route", "eval", "--data", str(labels), "--model", "m", "--router", "offline",
-                      "--samples", "50", "--json"]) == 0
-    family = json.loads(capsys.readouterr().out)["aim"]["family_frontier"]
+    family = aim["family_frontier"]
     assert family["groups"] == {"a": "instant", "b": "reasoning", "c": "agentic"} and family["tokens_per_pass"] == 170.0
