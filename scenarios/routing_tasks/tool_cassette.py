@@ -108,11 +108,12 @@ class ToolCassette:
         entry = {"key": key, "scope": self.scope, "tool": name, "arguments": json.loads(json.dumps(arguments, default=str)),
                  "result": json.loads(json.dumps(result, ensure_ascii=False))}
         self._entries[key] = entry["result"]
-        self._by_text.setdefault(format_result(entry["result"]), []).append(key)
         if self.keep_new:
             self._append([entry])
         else:
+            # Only results waiting in `fresh` can be corrected, so a labelling run keeps no texts.
             self.fresh[key] = entry
+            self._by_text.setdefault(format_result(entry["result"]), []).append(key)
         return copy.deepcopy(entry["result"])
 
     def keep_fresh(self) -> int:
