@@ -197,6 +197,7 @@ def _compare_all(args: argparse.Namespace, rows: list[Any]) -> tuple[dict[str, l
     else:
         notes.append(f"no oracle-label router at {oracle_weights}: train one with "
                      "`python -m agent.routing.train --labels FILE`")
+    _family_router(args, rows, routed, notes)
     spent: dict[str, list[int]] = {}
     recorded = [r.extra.get("self_route") for r in rows]
     if all(isinstance(x, dict) and x.get("mode") in ("instant", "reasoning", "agentic") for x in recorded):
@@ -207,6 +208,31 @@ def _compare_all(args: argparse.Namespace, rows: list[Any]) -> tuple[dict[str, l
         notes.append(f"self-router left out: {missing} of {len(rows)} rows have no recorded classification call "
                      "(rows labelled before it was recorded); score it live with --router self --model NAME")
     return routed, spent, notes
+
+
+def _family_router(args: argparse.Namespace, rows: list[Any], routed: dict[str, list[str]], notes: list[str]) -> None:
+    """`family-val`: each task family sent to one mode, chosen on the validation split's recorded runs
+    (`agent.routing.aim.family_policy`). Scored only off the validation split, where it would see its answers."""
+    from agent.plugin_api import MODES
+    from agent.routing.aim import family_policy
+    from agent.routing.oracle import load_oracle
+
+    if args.split in ("validation", "all") or not rows or not all("family" in r.extra for r in rows):
+        return
+    try:
+        validation = load_oracle(args.data, model=args.model, split="validation", passes=args.passes)
+    except UserFacingError:
+        notes.append("family-val left out: the labels have no validation rows to choose each family's mode on")
+        return
+    groups = family_policy(validation)
+    if groups is None:
+        notes.append("family-val left out: no routing by family keeps the aim's accuracy on the validation split")
+        return
+    fallback = max(MODES, key=lambda m: sum(r.runs[m].success for r in validation))
+    routed["family-val"] = [groups.get(str(r.extra["family"]), fallback) for r in rows]
+    chosen = ", ".join(f"{family} {mode}" for family, mode in groups.items())
+    notes.append(f"family-val reads each task's family from its row and sends it to the mode chosen on the "
+                 f"validation split ({chosen}; a family validation lacks: {fallback})")
 
 
 def _default_success() -> dict[str, dict[str, float]]:

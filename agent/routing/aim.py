@@ -159,6 +159,18 @@ def group_frontier(rows: Sequence[OracleRow], min_accuracy: float, key: str = "f
     return _point(rows, [MODES[best[g]] for g in member], groups={n: MODES[best[g]] for g, n in enumerate(names)})
 
 
+def family_policy(rows: Sequence[OracleRow], key: str = "family") -> dict[str, str] | None:
+    """Each group's mode, chosen on `rows` as `group_frontier` chooses it at the aim's accuracy on them
+    (the best fixed mode's less ACCURACY_SLACK). Chosen on one split (validation) and applied to another,
+    it is a router that tells a query's group without error and has learnt nothing finer. None when no
+    routing by group keeps up on `rows`."""
+    if not rows:
+        return None
+    best = max(replay_policy([m] * len(rows), rows)[0] for m in MODES)
+    point = group_frontier(rows, max(0.0, best - ACCURACY_SLACK), key)
+    return None if point is None else point.groups
+
+
 def _point_json(point: FrontierPoint | None) -> dict[str, Any] | None:
     if point is None:
         return None
@@ -208,5 +220,5 @@ def format_aim(report: OracleReport, rows: Sequence[OracleRow]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ACCURACY_SLACK", "CUT_AIM", "EXACT_GROUPS", "FrontierPoint", "aim_summary", "format_aim", "frontier",
-           "group_frontier", "meets_aim", "replay_policy"]
+__all__ = ["ACCURACY_SLACK", "CUT_AIM", "EXACT_GROUPS", "FrontierPoint", "aim_summary", "family_policy", "format_aim",
+           "frontier", "group_frontier", "meets_aim", "replay_policy"]

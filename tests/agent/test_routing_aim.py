@@ -129,3 +129,28 @@ def test_route_eval_reports_the_family_frontier(tmp_path: Path, capsys) -> None:
             "reaches 100.0% (the aim asks 98.0%) at 170.0 tokens per pass") in text
     family = aim["family_frontier"]
     assert family["groups"] == {"a": "instant", "b": "reasoning", "c": "agentic"} and family["tokens_per_pass"] == 170.0
+
+
+def test_route_eval_scores_the_family_policy_chosen_on_validation(tmp_path: Path, capsys) -> None:
+    validation = [OracleRow(r.id, r.query, r.model, r.runs, split="validation", oracle=r.oracle, extra=r.extra)
+                  for r in _family_rows()]
+    # on test, family b's instant runs all fail and a family validation never saw turns up
+    test = [OracleRow(f"t{r.id}", r.query, r.model,
+                      {**r.runs, "instant": ModeRun(r.runs["instant"].success and r.extra["family"] != "b", 10)},
+                      oracle=r.oracle, extra=r.extra) for r in _family_rows()]
+    runs = {"instant": ModeRun(False, 10), "reasoning": ModeRun(False, 200), "agentic": ModeRun(True, 300)}
+    test.append(OracleRow("d-0", "q", "m", runs, oracle=oracle_label(runs), extra={"family": "d"}))
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps(r.as_json()) + "\n" for r in [*validation, *test]))
+    command = ["route", "eval", "--data", str(labels), "--model", "m", "--samples", "50"]
+    assert rein_main([*command, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    # chosen on validation: a instant, b reasoning (instant's half would miss the 98% the aim asks), c agentic;
+    # d falls back to validation's most accurate mode, agentic
+    family = report["strategies"]["family-val"]
+    assert family["mix"] == {"instant": 10, "reasoning": 10, "agentic": 11}
+    assert family["accuracy"]["value"] == 1.0
+    assert any("family-val reads each task's family" in n and "b reasoning" in n for n in report["notes"])
+    # scored on validation itself it would see its own answers: left out
+    assert rein_main([*command, "--split", "validation", "--json"]) == 0
+    assert "family-val" not in json.loads(capsys.readouterr().out)["strategies"]
