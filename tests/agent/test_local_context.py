@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from agent.messages import Message, ModelRequest
-from agent.models.local import (
+from agent.models.local import overflow_message
+from agent.models.local_loader import (
     DEFAULT_N_CTX,
     LoadedModel,
     context_size,
-    overflow_message,
     physical_cores,
     trained_context,
 )

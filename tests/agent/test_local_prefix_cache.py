@@ -9,7 +9,7 @@ import pytest
 from llama_cpp import llama_chat_format
 
 from agent.messages import Message, ModelRequest
-from agent.models.local import LoadedModel
+from agent.models.local_loader import LoadedModel
 from agent.models.local_prompt import ToolProtocol, build_plan, render_prompt, stable_prefix
 from agent.models.prefix_cache import (
     PrefixCache,

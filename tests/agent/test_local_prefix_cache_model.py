@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from agent.messages import Message, ModelRequest, ModelResponse, ModelSettings
-from agent.models.local import LocalModel, _open_llama
+from agent.models.local import LocalModel
+from agent.models.local_loader import _open_llama
 from agent.models.prefix_cache import PrefixCache, restore_state
 from tools.builtin import calculate
 

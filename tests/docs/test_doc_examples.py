@@ -48,7 +48,7 @@ for block in blocks:
     out.append({"stdout": buf.getvalue(), "error": error})
     if error:
         break
-local = sys.modules.get("agent.models.local")
+local = sys.modules.get("agent.models.local_loader")
 loaded = sorted(key[0] for key in getattr(local, "_LOADED", {}))
 print(json.dumps({"blocks": out, "embedded_loaded": loaded}))
 """
