@@ -7,8 +7,8 @@ A turn takes, in order, and gives back in reverse:
    handed to waiters in arrival order;
 2. for SQLite, a lease row in the checkpoint database, renewed by a heartbeat; for Postgres, a
    session advisory lock, taken on one lock session (connection) per event loop that all the
-   loop's turns share. Memory and custom savers get the lock of step 1 only: rein cannot reach
-   their storage from another process.
+   loop's turns share (agent.thread_lease_pg). Memory and custom savers get the lock of step 1
+   only: rein cannot reach their storage from another process.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import asyncio
 import collections
 import contextlib
 import contextvars
-import hashlib
 import logging
 import os
 import socket
@@ -162,7 +161,7 @@ class _Busy(Exception):
     """The deadline passed while another process held the thread; the argument says who."""
 
 
-async def _poll(deadline: float | None, attempt: Any) -> Any:
+async def poll_until_held(deadline: float | None, attempt: Any) -> Any:
     """Call attempt() until it returns a handle; between tries, back off up to POLL_S[1]."""
     pause = POLL_S[0]
     while True:
@@ -281,7 +280,7 @@ class SqliteLeases:
                     raise
             return ((thread_id, owner), None) if holder is None else (None, holder)
 
-        return await _poll(deadline, attempt)
+        return await poll_until_held(deadline, attempt)
 
     async def renew(self, handle: tuple[str, str]) -> bool:
         return bool(await self._run(self._extend, *handle))
@@ -346,108 +345,6 @@ class _LeaseConnection:
     def _roll_back(self) -> None:
         if self._conn is not None and self._conn.in_transaction:
             self._conn.rollback()
-
-
-def advisory_key(thread_id: str) -> int:
-    """The signed 64-bit advisory-lock key of a thread (a collision only serializes two threads)."""
-    digest = hashlib.blake2b(b"rein-thread\0" + thread_id.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
-class _PgSession:
-    """One event loop's lock session: a connection whose session-level advisory locks are the
-    process's holds on its threads."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.lock = asyncio.Lock()
-        """psycopg runs one statement at a time per connection; holds take turns on it."""
-        self.broken = False
-        """Set once a statement failed on the connection: its locks are gone with the session."""
-
-    async def run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        import psycopg
-
-        async with self.lock:
-            try:
-                cur = await self.conn.execute(sql, params)
-                return await cur.fetchone()
-            except psycopg.OperationalError:
-                self.broken = True
-                raise
-
-
-class PostgresLeases:
-    """A session advisory lock per thread, on one lock session per event loop.
-
-    Postgres drops the locks with the session, so a killed process frees its threads as soon as
-    the server sees its connection close. Sharing one session per loop keeps a process at one
-    connection however many turns run at once (a connection per turn ran past the server's
-    max_connections at 200 concurrent turns). The in-process lock is taken first, so within a
-    process one hold at most asks for a thread's key, and session locks' re-entrancy never lets
-    two turns in. A broken session marks every hold on it lost; the next turn opens a new one.
-    """
-
-    def __init__(self, dsn: str, ttl_s: float = LEASE_TTL_S) -> None:
-        self.dsn = dsn
-        self.ttl_s = ttl_s
-        self._sessions: dict[asyncio.AbstractEventLoop, _PgSession] = {}
-        self._opening: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
-
-    async def _session(self) -> _PgSession:
-        import psycopg
-
-        loop = asyncio.get_running_loop()
-        async with self._opening.setdefault(loop, asyncio.Lock()):
-            session = self._sessions.get(loop)
-            if session is None or session.broken or session.conn.closed:
-                conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
-                session = self._sessions[loop] = _PgSession(conn)
-            return session
-
-    async def acquire(self, thread_id: str, deadline: float | None) -> Any:
-        import psycopg
-
-        key = advisory_key(thread_id)
-
-        async def attempt() -> tuple[Any, str | None]:
-            session = await self._session()
-            try:
-                row = await session.run("SELECT pg_try_advisory_lock(%s)", (key,))
-            except psycopg.OperationalError:
-                return None, "the lock session broke; reconnecting"
-            return ((session, key), None) if row and row[0] else (None, "another session holds its advisory lock")
-
-        return await _poll(deadline, attempt)
-
-    async def renew(self, handle: Any) -> bool:
-        import psycopg
-
-        session, _ = handle
-        if session.broken or session.conn.closed:
-            return False  # the session is gone, and its lock with it
-        try:
-            await session.run("SELECT 1")
-        except psycopg.OperationalError:
-            return False
-        return True
-
-    async def release(self, handle: Any) -> None:
-        import psycopg
-
-        session, key = handle
-        if session.broken or session.conn.closed:
-            return
-        with contextlib.suppress(psycopg.OperationalError):
-            await session.run("SELECT pg_advisory_unlock(%s)", (key,))
-
-    async def aclose(self) -> None:
-        """Close this loop's lock session (freeing any lock still held on it)."""
-        loop = asyncio.get_running_loop()
-        self._opening.pop(loop, None)
-        session = self._sessions.pop(loop, None)
-        if session is not None and not session.conn.closed:
-            await session.conn.close()
 
 
 # --- both together ------------------------------------------------------------------------
@@ -564,6 +461,8 @@ def leases_for(spec: Any, user: object, ttl_s: float = LEASE_TTL_S) -> ThreadLea
         path = os.path.realpath(where.target or "")
         return ThreadLeases(("sqlite", path), SqliteLeases(path, ttl_s))
     if where.kind == "postgres":
+        from agent.thread_lease_pg import PostgresLeases
+
         return ThreadLeases(("postgres", where.target), PostgresLeases(where.target or "", ttl_s))
     if where.kind == "custom":
         # Agents that share one saver object share its threads; other processes are out of reach.

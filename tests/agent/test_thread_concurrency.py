@@ -18,7 +18,8 @@ import pytest
 
 from agent import Agent, Message, ModelRequest, ModelResponse, ScriptedModel, ThreadBusy
 from agent.models import FunctionModel, call, reply
-from agent.thread_lease import LEASE_TABLE, PostgresLeases, SqliteLeases, ThreadLeases, host_id
+from agent.thread_lease import LEASE_TABLE, SqliteLeases, ThreadLeases, host_id
+from agent.thread_lease_pg import PostgresLeases
 from tools import ToolKind, tool
 
 pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
