@@ -231,8 +231,11 @@ def _family_router(args: argparse.Namespace, rows: list[Any], routed: dict[str, 
     fallback = max(MODES, key=lambda m: sum(r.runs[m].success for r in validation))
     routed["family-val"] = [groups.get(str(r.extra["family"]), fallback) for r in rows]
     chosen = ", ".join(f"{family} {mode}" for family, mode in groups.items())
+    unseen = sorted({str(r.extra["family"]) for r in rows} - groups.keys())
+    if unseen:
+        chosen += f"; {', '.join(unseen)}, which validation lacks: {fallback}"
     notes.append(f"family-val reads each task's family from its row and sends it to the mode chosen on the "
-                 f"validation split ({chosen}; a family validation lacks: {fallback})")
+                 f"validation split ({chosen})")
 
 
 def _default_success() -> dict[str, dict[str, float]]:

@@ -150,7 +150,8 @@ def test_route_eval_scores_the_family_policy_chosen_on_validation(tmp_path: Path
     family = report["strategies"]["family-val"]
     assert family["mix"] == {"instant": 10, "reasoning": 10, "agentic": 11}
     assert family["accuracy"]["value"] == 1.0
-    assert any("family-val reads each task's family" in n and "b reasoning" in n for n in report["notes"])
+    assert any("family-val reads each task's family" in n and "b reasoning" in n and "d, which validation lacks: agentic"
+               in n for n in report["notes"])
     # scored on validation itself it would see its own answers: left out
     assert rein_main([*command, "--split", "validation", "--json"]) == 0
     assert "family-val" not in json.loads(capsys.readouterr().out)["strategies"]
