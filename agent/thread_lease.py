@@ -31,13 +31,10 @@ from typing import Any, Protocol
 
 from agent.checkpoint import BUSY_TIMEOUT_MS, locate
 from agent.errors import ThreadBusy
+from agent.lease_poll import LEASE_TTL_S, LeaseBusy, poll_until_held
 
 log = logging.getLogger("rein.threads")
 
-LEASE_TTL_S = 30.0
-"""How long a lease outlives its last heartbeat; the holder renews it every third of that."""
-POLL_S = (0.01, 0.25)
-"""First and longest pause between tries for a thread that another process holds."""
 LEASE_TABLE = "rein_thread_leases"
 
 # (key, token) pairs of the turns whose graph is running in this context: a tool that starts a
@@ -148,31 +145,13 @@ class RemoteLeases(Protocol):
     ttl_s: float
 
     async def acquire(self, thread_id: str, deadline: float | None) -> Any:
-        """A handle once the thread is ours; _Busy when the deadline passed first."""
+        """A handle once the thread is ours; LeaseBusy when the deadline passed first."""
 
     async def renew(self, handle: Any) -> bool:
         """Extend the hold; False when it was lost (taken over, connection gone)."""
 
     async def release(self, handle: Any) -> None:
         """Give the thread back."""
-
-
-class _Busy(Exception):
-    """The deadline passed while another process held the thread; the argument says who."""
-
-
-async def poll_until_held(deadline: float | None, attempt: Any) -> Any:
-    """Call attempt() until it returns a handle; between tries, back off up to POLL_S[1]."""
-    pause = POLL_S[0]
-    while True:
-        handle, holder = await attempt()
-        if handle is not None:
-            return handle
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            raise _Busy(holder or "another process holds it")
-        await asyncio.sleep(pause if left is None else min(pause, left))
-        pause = min(pause * 2, POLL_S[1])
 
 
 def host_id() -> str:
@@ -404,7 +383,7 @@ class ThreadLeases:
             if self.remote is not None:
                 try:
                     handle = await self.remote.acquire(thread_id, deadline)
-                except _Busy as busy:
+                except LeaseBusy as busy:
                     raise ThreadBusy(thread_id, f"{busy} (waited {wait_s:g} s)") from None
                 beat = asyncio.create_task(self._heartbeat(thread_id, hold, handle))
             if not share:

@@ -10,7 +10,7 @@ import contextlib
 import hashlib
 from typing import Any
 
-from agent.thread_lease import LEASE_TTL_S, poll_until_held
+from agent.lease_poll import LEASE_TTL_S, poll_until_held
 
 
 def advisory_key(thread_id: str) -> int:
