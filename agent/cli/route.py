@@ -213,8 +213,7 @@ def _compare_all(args: argparse.Namespace, rows: list[Any]) -> tuple[dict[str, l
 def _family_router(args: argparse.Namespace, rows: list[Any], routed: dict[str, list[str]], notes: list[str]) -> None:
     """`family-val`: each task family sent to one mode, chosen on the validation split's recorded runs
     (`agent.routing.aim.family_policy`). Scored only off the validation split, where it would see its answers."""
-    from agent.plugin_api import MODES
-    from agent.routing.aim import family_policy
+    from agent.routing.aim import best_fixed_mode, family_policy
     from agent.routing.oracle import load_oracle
 
     if args.split in ("validation", "all") or not rows or not all("family" in r.extra for r in rows):
@@ -228,7 +227,7 @@ def _family_router(args: argparse.Namespace, rows: list[Any], routed: dict[str, 
     if groups is None:
         notes.append("family-val left out: no routing by family keeps the aim's accuracy on the validation split")
         return
-    fallback = max(MODES, key=lambda m: sum(r.runs[m].success for r in validation))
+    fallback = best_fixed_mode(validation)
     routed["family-val"] = [groups.get(str(r.extra["family"]), fallback) for r in rows]
     chosen = ", ".join(f"{family} {mode}" for family, mode in groups.items())
     unseen = sorted({str(r.extra["family"]) for r in rows} - groups.keys())

@@ -166,9 +166,14 @@ def family_policy(rows: Sequence[OracleRow], key: str = "family") -> dict[str, s
     routing by group keeps up on `rows`."""
     if not rows:
         return None
-    best = max(replay_policy([m] * len(rows), rows)[0] for m in MODES)
+    best = replay_policy([best_fixed_mode(rows)] * len(rows), rows)[0]
     point = group_frontier(rows, max(0.0, best - ACCURACY_SLACK), key)
     return None if point is None else point.groups
+
+
+def best_fixed_mode(rows: Sequence[OracleRow]) -> str:
+    """The mode that solves most of the rows when every row goes to it (ties: MODES order)."""
+    return max(MODES, key=lambda m: sum(r.runs[m].success for r in rows))
 
 
 def _point_json(point: FrontierPoint | None) -> dict[str, Any] | None:
@@ -220,5 +225,5 @@ def format_aim(report: OracleReport, rows: Sequence[OracleRow]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ACCURACY_SLACK", "CUT_AIM", "EXACT_GROUPS", "FrontierPoint", "aim_summary", "family_policy", "format_aim",
+__all__ = ["ACCURACY_SLACK", "CUT_AIM", "EXACT_GROUPS", "FrontierPoint", "aim_summary", "best_fixed_mode", "family_policy", "format_aim",
            "frontier", "group_frontier", "meets_aim", "replay_policy"]
