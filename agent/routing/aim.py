@@ -5,7 +5,9 @@ fixed mode's, and tokens per correct answer at least CUT_AIM below always-reason
 bootstrap interval's low end above 0. `meets_aim` checks each strategy of an OracleReport.
 
 `frontier` says what the aim asks of a router on given rows: the tokens per pass that routing
-reaches at the aim's accuracy when it knows every recorded outcome. The oracle label is not that
+reaches at the aim's accuracy when it knows every recorded outcome. `group_frontier` bounds a router
+that knows only each query's family, `cascade_frontier` an instant-first cascade with a perfect
+verifier. The oracle label is not that
 router: it maximises accuracy first, so it pays for dear agentic wins that the aim does not need.
 """
 
@@ -159,6 +161,34 @@ def group_frontier(rows: Sequence[OracleRow], min_accuracy: float, key: str = "f
     return _point(rows, [MODES[best[g]] for g in member], groups={n: MODES[best[g]] for g, n in enumerate(names)})
 
 
+def cascade_frontier(rows: Sequence[OracleRow], min_accuracy: float) -> FrontierPoint | None:
+    """What an instant-first cascade could reach with a verifier that never errs: every task is answered
+    instantly, and a wrong instant answer is escalated to reasoning, to agentic or to nothing, each
+    task's choice made knowing every recorded outcome (the price sweep of `frontier`). The cheapest per
+    pass that reaches `min_accuracy`, or None. The verifier's own cost is not counted, so no cascade
+    does better. `mix` counts where the tasks' wrong instant answers would go ("instant": nowhere).
+
+    With pass rates of merged passes, a task's instant run is right at its pass rate p and the
+    escalation is paid for on the other 1 − p of its runs."""
+    if not rows:
+        return None
+    success, tokens = _outcomes(rows)
+    first, wrong = success[:, :1], 1.0 - success[:, :1]
+    # choice k: escalate to MODES[k] (k = 0, instant, is no escalation at all)
+    cascade_success = np.concatenate([first, first + wrong * success[:, 1:]], axis=1)
+    cascade_tokens = np.concatenate([tokens[:, :1], tokens[:, :1] + wrong * tokens[:, 1:]], axis=1)
+    best = _cheapest(_price_sweep(cascade_success, cascade_tokens), cascade_success, cascade_tokens, len(rows),
+                     min_accuracy)
+    if best is None:
+        return None
+    units = np.arange(len(rows))
+    solved, spent = cascade_success[units, best].sum(), cascade_tokens[units, best].sum()
+    reasoning = replay_policy(["reasoning"] * len(rows), rows)[1]
+    picks = tuple(MODES[k] for k in best)
+    return FrontierPoint(float(solved / len(rows)), float(spent / solved), float(1 - spent / solved / reasoning),
+                         {m: picks.count(m) for m in MODES}, picks)
+
+
 def family_policy(rows: Sequence[OracleRow], key: str = "family") -> dict[str, str] | None:
     """Each group's mode, chosen on `rows` as `group_frontier` chooses it at the aim's accuracy on them
     (the best fixed mode's less ACCURACY_SLACK). Chosen on one split (validation) and applied to another,
@@ -191,7 +221,8 @@ def aim_summary(report: OracleReport, rows: Sequence[OracleRow]) -> dict[str, An
     target = max(0.0, (report.strategies[best].accuracy.value or 0.0) - ACCURACY_SLACK)
     by_family = group_frontier(rows, target) if any("family" in r.extra for r in rows) else None
     return {"accuracy_target": round(target, 4), "best_fixed": best, "strategies": meets_aim(report),
-            "frontier": _point_json(frontier(rows, target)), "family_frontier": _point_json(by_family)}
+            "frontier": _point_json(frontier(rows, target)), "family_frontier": _point_json(by_family),
+            "cascade_frontier": _point_json(cascade_frontier(rows, target))}
 
 
 def format_aim(report: OracleReport, rows: Sequence[OracleRow]) -> str:
@@ -203,8 +234,8 @@ def format_aim(report: OracleReport, rows: Sequence[OracleRow]) -> str:
         found = [k for k, v in met.items() if test(v)]
         return ", ".join(found) if found else "none"
 
-    def reach(point: dict[str, Any]) -> str:
-        mix = " ".join(f"{m[0]}{c}" for m, c in point["mix"].items())
+    def reach(point: dict[str, Any], mix: str = "") -> str:
+        mix = mix or " ".join(f"{m[0]}{c}" for m, c in point["mix"].items())
         return (f"{point['accuracy']:.1%} (the aim asks {summary['accuracy_target']:.1%}) at "
                 f"{point['tokens_per_pass']:.1f} tokens per pass, {point['cut_vs_reasoning']:+.1%} vs "
                 f"always-reasoning ({mix})")
@@ -222,8 +253,12 @@ def format_aim(report: OracleReport, rows: Sequence[OracleRow]) -> str:
                      f"knowing every recorded outcome, reaches {reach(point)}")
     elif any("family" in r.extra for r in rows):
         lines.append("by family: no routing that sends each task family to one mode reaches the aim's accuracy")
+    if (point := summary["cascade_frontier"]) is not None:
+        lines.append("cascade: answering every task instantly first and, with a verifier that never errs, sending "
+                     "each wrong instant answer on to the mode chosen knowing every recorded outcome, reaches "
+                     f"{reach(point, '{reasoning} tasks escalate to reasoning, {agentic} to agentic'.format(**point['mix']))}")
     return "\n".join(lines)
 
 
-__all__ = ["ACCURACY_SLACK", "CUT_AIM", "EXACT_GROUPS", "FrontierPoint", "aim_summary", "best_fixed_mode", "family_policy", "format_aim",
+__all__ = ["ACCURACY_SLACK", "CUT_AIM", "EXACT_GROUPS", "FrontierPoint", "aim_summary", "best_fixed_mode", "cascade_frontier", "family_policy", "format_aim",
            "frontier", "group_frontier", "meets_aim", "replay_policy"]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent.cli.main import main as rein_main
-from agent.routing.aim import format_aim, frontier, group_frontier, meets_aim
+from agent.routing.aim import cascade_frontier, format_aim, frontier, group_frontier, meets_aim
 from agent.routing.oracle import ModeRun, OracleRow, oracle_label, score_oracle
 
 
@@ -68,6 +68,30 @@ def test_the_frontier_uses_pass_rates_of_merged_passes() -> None:
     assert frontier(rows, 0.5).tokens_per_pass == 20.0  # type: ignore[union-attr]
 
 
+def test_the_cascade_pays_every_instant_run_and_escalates_only_wrong_answers() -> None:
+    rows = _rows()
+    # everything solved: the instant run everywhere, then reasoning for its tenth-pair and agentic for the last
+    full = cascade_frontier(rows, 1.0)
+    assert full is not None and full.accuracy == 1.0
+    assert full.tokens_per_pass == (40 * 10 + 10 * 200 + 10 * 300) / 40  # 135, against the router's 130
+    assert full.mix == {"instant": 20, "reasoning": 10, "agentic": 10}
+    assert full.cut_vs_reasoning == 1 - 135 / (40 * 200 / 30)
+    # at 75% the agentic tenth is not escalated: (40*10 + 10*200) / 30
+    three_quarters = cascade_frontier(rows, 0.75)
+    assert three_quarters is not None and three_quarters.tokens_per_pass == 2400 / 30
+    assert three_quarters.mix["agentic"] == 0
+    assert cascade_frontier(rows, 1.01) is None and cascade_frontier([], 0.5) is None
+
+
+def test_the_cascade_escalates_the_share_of_runs_whose_instant_answer_was_wrong() -> None:
+    runs = {"instant": ModeRun(0.5, 10), "reasoning": ModeRun(1.0, 100), "agentic": ModeRun(1.0, 300)}
+    rows = [OracleRow(str(i), "q", "m", runs, oracle=oracle_label(runs)) for i in range(4)]
+    # half the instant runs are right; the other half pay for reasoning too: 10 + 0.5 * 100 a task
+    point = cascade_frontier(rows, 1.0)
+    assert point is not None and point.accuracy == 1.0 and point.tokens_per_pass == 60.0
+    assert frontier(rows, 1.0).tokens_per_pass == 100.0  # type: ignore[union-attr]
+
+
 def _route_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: list[OracleRow]) -> tuple[str, dict[str, Any]]:
     """`rein route eval` of the rows: its printed report, and the `aim` of its JSON one."""
     labels = tmp_path / "labels.jsonl"
@@ -85,6 +109,11 @@ def test_route_eval_prints_and_reports_the_aim_and_the_frontier(tmp_path: Path, 
     assert "frontier: knowing every recorded outcome, a router reaches 100.0% (the aim asks 98.0%) at 130.0" in text
     assert aim["accuracy_target"] == 0.98 and aim["best_fixed"] == "always-agentic"
     assert aim["frontier"]["tokens_per_pass"] == 130.0 and aim["strategies"]["oracle"]["accuracy"] is True
+    assert ("cascade: answering every task instantly first and, with a verifier that never errs, sending each "
+            "wrong instant answer on to the mode chosen knowing every recorded outcome, reaches 100.0% (the aim asks "
+            "98.0%) at 135.0 tokens per pass") in text
+    assert "(10 tasks escalate to reasoning, 10 to agentic)" in text
+    assert aim["cascade_frontier"]["tokens_per_pass"] == 135.0
 
 
 def _family_rows() -> list[OracleRow]:
