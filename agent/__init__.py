@@ -11,7 +11,7 @@ from agent.lazy import lazy_exports
 
 _EXPORTS = {
     "Agent": "agent.runtime",
-    "RunResult": "agent.runtime",
+    "RunResult": "agent.run_result",
     "AgentSpec": "agent.spec",
     "load_spec": "agent.spec",
     "StreamEvent": "agent.events",

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import queue
-import threading
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from langgraph.types import Command
 
-from agent import tracing
+from agent import run_result, tracing
 from agent.checkpoint import (
     WriteBatching,
     durability_for,
@@ -22,67 +19,21 @@ from agent.checkpoint import (
 )
 from agent.checkpoint_batching import Batch
 from agent.errors import ThreadBusy
-from agent.events import ApprovalRequested, FinalAnswer, ModeDecided, StreamEvent
+from agent.events import ApprovalRequested, ModeDecided, StreamEvent
 from agent.graph import EVENT_SINK, GraphDeps, build_graph, cut_run_messages, new_turn, start_run
 from agent.journal import TURN_LOG_KEY, ToolJournal
-from agent.ledger import CostLedger, LedgerEntry, PriceTable
-from agent.messages import Message, ModelSettings, Usage
+from agent.ledger import PriceTable
+from agent.messages import Message, ModelSettings
 from agent.models import Model, resolve_model
 from agent.modes import PLAIN_AGENTIC, ModeConfig, StepLimits
 from agent.nodes.history import ThreadViews
 from agent.plugin_api import FixedMode, Intervention, Mode, ModePolicy
-from agent.terminations import Termination
+from agent.run_result import RunResult
+from agent.sync_portal import Portal
 from agent.thread_lease import Hold, ThreadLeases, leases_for
 from tools import Tool, Toolkit
 
 T = TypeVar("T")
-
-@dataclass
-class RunResult:
-    """The outcome of one user turn (or one resume)."""
-
-    thread_id: str
-    """Thread the turn belongs to."""
-    output: str
-    """The agent's final answer text."""
-    termination: Termination
-    """Why the turn ended: agent_stop, max_steps, too_many_errors, interrupted, model_error, tool_error,
-    or environment_done (a tool's result ended the turn, e.g. a jigsaw episode's answer); see
-    agent/terminations.py."""
-    messages: list[Message]
-    """Messages this run added: for a new turn the input message(s) first, then everything the
-    graph appended; for a resume or a continue, only what was appended after it (a resume never
-    repeats what the paused run returned, so a turn is its first result joined with its resumes')."""
-    ledger: CostLedger
-    """What this turn spent."""
-    mode: str | None = None
-    """The mode the turn ran in."""
-    interventions: list[dict[str, Any]] = field(default_factory=list)
-    """What interventions diagnosed and planted this turn."""
-    pending_approval: list[dict[str, Any]] = field(default_factory=list)
-    """Calls awaiting approval when termination is interrupted."""
-    error: str | None = None
-    """Error detail for model_error, tool_error and too_many_errors."""
-    events: list[StreamEvent] = field(default_factory=list)
-    """Every stream event of the turn."""
-    appended_from: int = 0
-    """Where the graph's own messages start in `messages`: after the input message(s) of a new
-    turn, 0 for a resume or a continue."""
-
-    @property
-    def produced(self) -> list[Message]:
-        """The messages the graph appended this run: `messages` without the inputs."""
-        return self.messages[self.appended_from :]
-
-    @property
-    def usage(self) -> Usage:
-        """Tokens used this turn."""
-        return self.ledger.usage
-
-    @property
-    def cost(self) -> float:
-        """Dollars spent this turn."""
-        return self.ledger.cost
 
 
 class Agent:
@@ -134,7 +85,7 @@ class Agent:
         self._compiled: dict[asyncio.AbstractEventLoop, Any] = {}
         self._stacks: dict[asyncio.AbstractEventLoop, contextlib.AsyncExitStack] = {}
         self._open_lock: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
-        self._portal: _Portal | None = None
+        self._portal: Portal | None = None
         # How long a turn waits for another turn of its thread (None: as long as it takes).
         self.thread_wait_s = thread_wait_s
         self._leases: ThreadLeases | None = None
@@ -277,7 +228,7 @@ class Agent:
             if decided is not None:
                 if span is not None:
                     tracing.mode_decided(span, decided.mode, decided.reason)
-                yield _record(decided, collect, span)
+                yield run_result.record(decided, collect, span)
             modes = ["updates"] if quiet else ["custom", "updates"]
             # A run's step writes and its checkpoint commit in one transaction (SQLite, Postgres).
             async with _batched(graph.checkpointer, thread_id, self._durability) as batch:
@@ -296,11 +247,11 @@ class Agent:
                             except StopAsyncIteration:
                                 break
                         for queued in sink:
-                            yield _record(queued, collect, span)
+                            yield run_result.record(queued, collect, span)
                         sink.clear()
-                        event = _stream_event(kind, chunk, collect)
+                        event = run_result.stream_event(kind, chunk, collect)
                         if event is not None:
-                            yield _record(event, collect, span)
+                            yield run_result.record(event, collect, span)
                 except Exception as exc:
                     failure = exc
                     raise
@@ -351,17 +302,17 @@ class Agent:
     ) -> RunResult:
         """Run one user turn to its end (or to an approval pause) and return the result."""
         thread_id = thread_id or uuid.uuid4().hex
-        result = _empty_result(thread_id)
+        result = run_result.empty_result(thread_id)
         async for _ in self._run_turn(message, thread_id, mode, False, None, result, quiet=True):
             pass
-        return _finish(result)
+        return run_result.finish(result)
 
     async def aresume(self, thread_id: str, decision: Any = True) -> RunResult:
         """Continue a turn paused for approval: True/False, or {call_id: bool | {approved, reason}}."""
-        result = _empty_result(thread_id)
+        result = run_result.empty_result(thread_id)
         async for _ in self._run_turn(None, thread_id, None, False, decision, result, quiet=True):
             pass
-        return _finish(result)
+        return run_result.finish(result)
 
     async def acontinue(self, thread_id: str) -> RunResult:
         """Continue a thread from its last checkpoint, e.g. after the process died mid-turn."""
@@ -412,7 +363,7 @@ class Agent:
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._portal is None:
-            self._portal = _Portal()
+            self._portal = Portal()
         return self._portal.run(coro)
 
     def invoke(self, message: str | Message | list[Message] | None, thread_id: str | None = None, *, mode: Mode | None = None) -> RunResult:
@@ -434,7 +385,7 @@ class Agent:
     def stream(self, message: str | Message | list[Message] | None, thread_id: str | None = None, *, mode: Mode | None = None) -> Iterator[StreamEvent]:
         """Sync astream: yields events as the private loop produces them."""
         if self._portal is None:
-            self._portal = _Portal()
+            self._portal = Portal()
         yield from self._portal.iterate(self.astream(message, thread_id, mode=mode))
 
 
@@ -452,97 +403,6 @@ def _batched(saver: Any, thread_id: str, durability: str) -> contextlib.Abstract
     if durability == "exit" and isinstance(saver, WriteBatching):
         return saver.batch(thread_id)
     return contextlib.nullcontext()
-
-
-def _empty_result(thread_id: str) -> RunResult:
-    return RunResult(thread_id=thread_id, output="", termination="agent_stop", messages=[], ledger=CostLedger())
-
-
-def _absorb(result: RunResult, updates: dict[str, Any]) -> None:
-    """Fold one superstep's node updates into the run result (no extra checkpoint read)."""
-    for update in updates.values():
-        if not isinstance(update, dict):
-            continue
-        result.messages.extend(Message.model_validate(m) for m in update.get("messages") or ())
-        result.ledger.entries.extend(LedgerEntry.model_validate(e) for e in update.get("ledger") or ())
-        result.interventions.extend(update.get("interventions") or ())
-        turn = update.get("turn") or {}
-        if turn.get("mode"):
-            result.mode = turn["mode"]
-        if turn.get("error"):
-            result.error = turn["error"]
-        if turn.get("termination"):
-            result.termination = turn["termination"]
-
-
-def _record(event: StreamEvent, collect: RunResult | None, span: Any) -> StreamEvent:
-    """An event of the turn, added to the result being collected and to the trace."""
-    if collect is not None:
-        collect.events.append(event)
-    if span is not None:
-        tracing.turn_event(span, event)
-    return event
-
-
-def _stream_event(kind: str, chunk: Any, collect: RunResult | None) -> StreamEvent | None:
-    """The event a graph stream chunk carries; node updates fold into the result instead."""
-    if kind == "custom":
-        return chunk
-    if "__interrupt__" in chunk:
-        value = chunk["__interrupt__"][0].value
-        return ApprovalRequested(calls=list(value.get("calls", [])))
-    if collect is not None:
-        _absorb(collect, chunk)
-    return None
-
-
-def _finish(result: RunResult) -> RunResult:
-    approvals = [e for e in result.events if isinstance(e, ApprovalRequested)]
-    finals = [e for e in result.events if isinstance(e, FinalAnswer)]
-    if finals:
-        result.output = finals[-1].text
-    elif approvals:
-        result.termination = "interrupted"
-        result.pending_approval = approvals[-1].calls
-    return result
-
-
-class _Portal:
-    """A private event loop on a daemon thread, for the sync API."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="rein-agent-loop", daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
-        q: queue.Queue[tuple[str, Any]] = queue.Queue()
-
-        async def pump() -> None:
-            try:
-                async for item in agen:
-                    q.put(("item", item))
-            except BaseException as exc:  # re-raised in the caller's thread
-                q.put(("error", exc))
-            else:
-                q.put(("done", None))
-
-        asyncio.run_coroutine_threadsafe(pump(), self.loop)
-        while True:
-            kind, value = q.get()
-            if kind == "item":
-                yield value
-            elif kind == "error":
-                raise value
-            else:
-                return
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=5)
 
 
 def build_agent(source: Any, **overrides: Any) -> Agent:

@@ -9,7 +9,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from agent.runtime import RunResult
+    from agent.run_result import RunResult
 
 HELP = "commands: /new (new thread), /history, /thread, /exit"
 
@@ -141,7 +141,7 @@ async def _turn(agent: Any, text: str | None, thread: str, stdin: TextIO, out: T
         ToolResultEvent,
     )
     from agent.ledger import CostLedger
-    from agent.runtime import RunResult
+    from agent.run_result import RunResult
 
     out.write("agent> ")
     out.flush()

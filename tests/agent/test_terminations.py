@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from agent import Agent, ScriptedModel, StepLimits
 from agent.events import FinalAnswer
 from agent.models import call, reply
-from agent.runtime import RunResult
+from agent.run_result import RunResult
 from agent.terminations import TERMINATIONS, Termination
 from scenarios.trajectory import (
     NORMAL_ENDS,

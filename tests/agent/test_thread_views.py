@@ -18,7 +18,7 @@ from agent.ledger import CostLedger
 from agent.messages import Message
 from agent.models import call, reply
 from agent.models.testing import EchoModel
-from agent.runtime import RunResult
+from agent.run_result import RunResult
 from tools import tool
 
 

@@ -19,7 +19,7 @@ from agent.events import FinalAnswer, ToolCallEvent, ToolResultEvent  # noqa: E4
 from agent.ledger import CostLedger  # noqa: E402
 from agent.models import call, reply  # noqa: E402
 from agent.models.testing import calls  # noqa: E402
-from agent.runtime import RunResult  # noqa: E402
+from agent.run_result import RunResult  # noqa: E402
 from tests.tools.test_mcp_client import HttpServer, http_server, notes, stdio  # noqa: E402, F401  (fixtures)
 from tools import CallRequest, Tool, ToolKind, execute_calls, tool  # noqa: E402
 from tools.mcp_client import McpServerConfig, McpToolset  # noqa: E402
