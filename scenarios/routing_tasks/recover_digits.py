@@ -15,10 +15,10 @@ the tool cassette (only when the whole row then verifies), after which the row r
 
 from __future__ import annotations
 
-import itertools
+import hashlib
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Container
 from typing import Any
 
 from agent.messages import ModelRequest, ModelResponse
@@ -26,8 +26,11 @@ from agent.models.cassette import request_key
 
 STEPS = ((1, -1), (1, -1, 2, -2))
 """Changes tried in a score's 6th decimal: every hit by at most 1 first, then by at most 2."""
-MAX_TRIES = 200_000
-"""Versions tried per tool message and round before giving up (3^10 = 59,049 moves 10 hits by ±1)."""
+MAX_TRIES = 20_000_000
+"""Versions hashed per tool message and round before giving up: every version of a 10-hit result with
+each score moved by at most 2 (5^10 = 9,765,625) fits, a minute or two on one core."""
+_SLOT = "\u2063rein-recover-slot\u2063"
+"""Stands in for the tool text while the rest of the request is serialised once."""
 
 
 def _near_4dp_boundary(score: float) -> bool:
@@ -55,33 +58,87 @@ def _hit_versions(hit: dict[str, Any], steps: tuple[int, ...]) -> list[dict[str,
     return out
 
 
-def versions(content: str) -> Iterator[str]:
-    """Nearby versions of a retrieve result's text: fewest hits changed first."""
+def _escaped(value: Any) -> bytes:
+    """`value` as JSON text, as it appears inside the JSON string of a serialised request."""
+    return json.dumps(json.dumps(value, ensure_ascii=False), ensure_ascii=False)[1:-1].encode("utf-8")
+
+
+class _KeySearch:
+    """Hashes versions of one tool message's hits the way `request_key` hashes the whole request,
+    without serialising the request again: the bytes before and after the tool text are fixed, and
+    the hits' own bytes are hashed incrementally, so versions sharing their first hits share that work."""
+
+    def __init__(self, request: ModelRequest, index: int, hits: list[dict[str, Any]]) -> None:
+        messages = list(request.messages)
+        messages[index] = messages[index].model_copy(update={"content": _SLOT})
+        before, slot, after = _blob(request.model_copy(update={"messages": messages})).partition(
+            _SLOT.encode("utf-8"))
+        if not slot or _SLOT.encode("utf-8") in after:
+            raise ValueError("the request's tool text could not be isolated")
+        self.start = hashlib.sha256(before + b"[")
+        self.end = b"]" + after
+        self.hits = hits
+
+    def find(self, keys: Container[str], steps: tuple[int, ...], budget: int) -> list[dict[str, Any]] | None:
+        """The version (fewest hits changed first) whose request key is in `keys`, or None once no
+        version is left or `budget` versions were hashed."""
+        options = [[hit, *_hit_versions(hit, steps)] for hit in self.hits]
+        encoded = [[(b", " if i else b"") + _escaped(v) for v in opts] for i, opts in enumerate(options)]
+        picks = [0] * len(options)
+        tried, found = 0, False
+
+        def walk(i: int, state: Any, left: int) -> None:
+            nonlocal tried, found
+            if i == len(options):
+                tried += 1
+                leaf = state.copy()
+                leaf.update(self.end)
+                found = leaf.hexdigest() in keys
+                return
+            for j in range(len(options[i])):
+                if (j == 0 and len(options) - i <= left) or (j > 0 and left == 0):
+                    continue  # this hit must change (or must not) to change exactly `changed` hits
+                picks[i] = j
+                deeper = state.copy()
+                deeper.update(encoded[i][j])
+                walk(i + 1, deeper, left - (j > 0))
+                if found or tried >= budget:
+                    return
+
+        for changed in range(1, len(options) + 1):
+            walk(0, self.start, changed)
+            if found:
+                return [options[i][j] for i, j in enumerate(picks)]
+            if tried >= budget:
+                return None
+        return None
+
+
+def _blob(request: ModelRequest) -> bytes:
+    """The bytes `request_key` hashes."""
+    payload = request.model_dump(mode="json", exclude={"messages": {"__all__": {"metadata"}}})
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def versions_found(request: ModelRequest, index: int, keys: Container[str]) -> str | None:
+    """The nearby version of the retrieve result at `request.messages[index]` that makes a request
+    whose key is in `keys`, or None. Every hit by at most 1 in its score's 6th decimal first, then by
+    at most 2, fewest hits changed first, MAX_TRIES versions a round at most."""
+    content = request.messages[index].content
     try:
-        hits = json.loads(content)
+        hits = json.loads(content) if isinstance(content, str) else None
     except json.JSONDecodeError:
-        return
-    if not isinstance(hits, list) or not all(isinstance(h, dict) for h in hits):
-        return
+        return None
+    if not isinstance(hits, list) or not hits or not all(isinstance(h, dict) for h in hits):
+        return None
+    if json.dumps(hits, ensure_ascii=False) != content:
+        return None  # not the retrieve tool's formatting: its versions could not be rebuilt byte for byte
+    search = _KeySearch(request, index, hits)
     for steps in STEPS:
-        options = [_hit_versions(h, steps) for h in hits]
-        tried = 0
-        for changed in range(1, len(hits) + 1):
-            for which in itertools.combinations(range(len(hits)), changed):
-                if not all(options[i] for i in which):
-                    continue
-                for picks in itertools.product(*(options[i] for i in which)):
-                    version = list(hits)
-                    for i, pick in zip(which, picks, strict=True):
-                        version[i] = pick
-                    yield json.dumps(version, ensure_ascii=False)
-                    tried += 1
-                    if tried >= MAX_TRIES:
-                        break
-                if tried >= MAX_TRIES:
-                    break
-            if tried >= MAX_TRIES:
-                break
+        found = search.find(keys, steps, MAX_TRIES)
+        if found is not None:
+            return json.dumps(found, ensure_ascii=False)
+    return None
 
 
 class DigitRecovery:
@@ -110,15 +167,14 @@ class DigitRecovery:
             message = request.messages[i]
             if message.role != "tool" or message.name != "retrieve" or not isinstance(message.content, str):
                 continue
-            for text in versions(message.content):
+            text = versions_found(request, i, entries)
+            if text is not None:
                 messages = list(request.messages)
                 messages[i] = message.model_copy(update={"content": text})
-                key = request_key(request.model_copy(update={"messages": messages}))
-                if key in entries:
-                    self.swaps[message.content] = text
-                    self.found += 1
-                    return key, message.content, text
+                self.swaps[message.content] = text
+                self.found += 1
+                return request_key(request.model_copy(update={"messages": messages})), message.content, text
         return None
 
 
-__all__ = ["DigitRecovery", "versions"]
+__all__ = ["DigitRecovery", "versions_found"]

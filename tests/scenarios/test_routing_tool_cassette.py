@@ -242,6 +242,24 @@ def test_the_digits_a_run_saw_are_found_by_the_cassette_key() -> None:
     assert DigitRecovery().search(_request(far), entries) is None
 
 
+def test_every_hit_may_have_moved_by_two_in_its_last_digit(monkeypatch) -> None:
+    """The search is exhaustive within 2 of every printed score: here all 8 hits moved, by 1 or 2
+    either way (5^8 = 390,625 versions), and the one the run saw is found; under a smaller budget the
+    search gives up rather than guess."""
+    from agent.messages import ModelResponse
+    from agent.models.cassette import request_key
+    from scenarios.routing_tasks import recover_digits
+
+    base = [0.611111, 0.522222, 0.433333, 0.344444, 0.255555, 0.166666, 0.077777, 0.048888]
+    moves = [2, -2, 1, -1, 2, 1, -2, -1]
+    seen = json.dumps(_hits(*(round(b + m * 1e-6, 6) for b, m in zip(base, moves, strict=True))), ensure_ascii=False)
+    here = json.dumps(_hits(*base), ensure_ascii=False)
+    entries = {request_key(_request(seen)): ModelResponse(text="Ilsa Varn")}
+    assert recover_digits.versions_found(_request(here), 2, entries) == seen
+    monkeypatch.setattr(recover_digits, "MAX_TRIES", 10_000)
+    assert recover_digits.versions_found(_request(here), 2, entries) is None
+
+
 def test_a_recovered_result_replaces_the_graphs_in_the_tool_cassette(tmp_path: Path) -> None:
     lookup, _, _ = _counting_tools()
     path = tmp_path / "tools.jsonl"
