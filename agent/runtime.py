@@ -109,7 +109,8 @@ class Agent:
         lock = self._open_lock.setdefault(loop, asyncio.Lock())
         async with lock:
             if loop not in self._compiled:
-                from agent.journal import JOURNAL_KEY, open_journal
+                from agent.journal import JOURNAL_KEY
+                from agent.journal_sql import open_journal
 
                 stack = contextlib.AsyncExitStack()
                 saver = await open_checkpointer(self.checkpointer_spec, stack)

@@ -153,7 +153,7 @@ async def measure_store(turns: int, checkpointer: str, durabilities: list[str], 
     that machine noise hits them alike: per-turn CPU, wall and saves of each."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    from agent.journal import PostgresJournal, SqliteJournal
+    from agent.journal_sql import PostgresJournal, SqliteJournal
 
     saver: type = AsyncSqliteSaver
     journal: type = SqliteJournal

@@ -22,7 +22,8 @@ from sigkill_util import kill_at_marker
 
 from agent import Agent, ScriptedModel
 from agent.checkpoint import BatchedSqliteSaver, durability_for
-from agent.journal import TURN_TABLE, SqliteJournal, TurnRecord
+from agent.journal import TurnRecord
+from agent.journal_sql import TURN_TABLE, SqliteJournal
 from agent.models import call, reply
 from tools import ToolKind, tool
 

@@ -14,14 +14,8 @@ import pytest
 from sigkill_util import kill_at_marker
 
 from agent import Agent, ScriptedModel
-from agent.journal import (
-    Entry,
-    MemoryJournal,
-    PostgresJournal,
-    SqliteJournal,
-    ToolJournal,
-    open_journal,
-)
+from agent.journal import Entry, MemoryJournal, ToolJournal
+from agent.journal_sql import PostgresJournal, SqliteJournal, open_journal
 from agent.models import call, calls, reply
 from tools import ToolKind, tool
 
