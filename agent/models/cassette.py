@@ -16,11 +16,15 @@ from agent.models.base import Model, ModelError
 CassetteMode = Literal["record", "replay", "auto"]
 
 
-def request_key(request: ModelRequest) -> str:
-    """A stable hash of everything that decides the answer (messages, tools, settings, format)."""
+def request_blob(request: ModelRequest) -> bytes:
+    """The canonical bytes of everything that decides the answer (messages, tools, settings, format)."""
     payload = request.model_dump(mode="json", exclude={"messages": {"__all__": {"metadata"}}})
-    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def request_key(request: ModelRequest) -> str:
+    """A stable hash of the request's canonical bytes (`request_blob`): the cassette's key."""
+    return hashlib.sha256(request_blob(request)).hexdigest()
 
 
 class CassetteModel(Model):

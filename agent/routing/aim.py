@@ -5,10 +5,10 @@ fixed mode's, and tokens per correct answer at least CUT_AIM below always-reason
 bootstrap interval's low end above 0. `meets_aim` checks each strategy of an OracleReport.
 
 `frontier` says what the aim asks of a router on given rows: the tokens per pass that routing
-reaches at the aim's accuracy when it knows every recorded outcome. `group_frontier` bounds a router
-that knows only each query's family, `cascade_frontier` an instant-first cascade with a perfect
-verifier. The oracle label is not that
+reaches at the aim's accuracy when it knows every recorded outcome. The oracle label is not that
 router: it maximises accuracy first, so it pays for dear agentic wins that the aim does not need.
+`group_frontier` bounds a router that knows only each query's family, `cascade_frontier` an
+instant-first cascade with a verifier that never errs.
 """
 
 from __future__ import annotations
@@ -254,11 +254,13 @@ def format_aim(report: OracleReport, rows: Sequence[OracleRow]) -> str:
     elif any("family" in r.extra for r in rows):
         lines.append("by family: no routing that sends each task family to one mode reaches the aim's accuracy")
     if (point := summary["cascade_frontier"]) is not None:
+        escalated = f"{point['mix']['reasoning']} tasks escalate to reasoning, {point['mix']['agentic']} to agentic"
         lines.append("cascade: answering every task instantly first and, with a verifier that never errs, sending "
                      "each wrong instant answer on to the mode chosen knowing every recorded outcome, reaches "
-                     f"{reach(point, '{reasoning} tasks escalate to reasoning, {agentic} to agentic'.format(**point['mix']))}")
+                     f"{reach(point, escalated)}")
     return "\n".join(lines)
 
 
-__all__ = ["ACCURACY_SLACK", "CUT_AIM", "EXACT_GROUPS", "FrontierPoint", "aim_summary", "best_fixed_mode", "cascade_frontier", "family_policy", "format_aim",
-           "frontier", "group_frontier", "meets_aim", "replay_policy"]
+__all__ = ["ACCURACY_SLACK", "CUT_AIM", "EXACT_GROUPS", "FrontierPoint", "aim_summary", "best_fixed_mode",
+           "cascade_frontier", "family_policy", "format_aim", "frontier", "group_frontier", "meets_aim",
+           "replay_policy"]

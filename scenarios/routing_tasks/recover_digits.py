@@ -22,7 +22,7 @@ from collections.abc import Container
 from typing import Any
 
 from agent.messages import ModelRequest, ModelResponse
-from agent.models.cassette import request_key
+from agent.models.cassette import request_blob, request_key
 
 STEPS = ((1, -1), (1, -1, 2, -2))
 """Changes tried in a score's 6th decimal: every hit by at most 1 first, then by at most 2."""
@@ -71,7 +71,7 @@ class _KeySearch:
     def __init__(self, request: ModelRequest, index: int, hits: list[dict[str, Any]]) -> None:
         messages = list(request.messages)
         messages[index] = messages[index].model_copy(update={"content": _SLOT})
-        before, slot, after = _blob(request.model_copy(update={"messages": messages})).partition(
+        before, slot, after = request_blob(request.model_copy(update={"messages": messages})).partition(
             _SLOT.encode("utf-8"))
         if not slot or _SLOT.encode("utf-8") in after:
             raise ValueError("the request's tool text could not be isolated")
@@ -114,12 +114,6 @@ class _KeySearch:
         return None
 
 
-def _blob(request: ModelRequest) -> bytes:
-    """The bytes `request_key` hashes."""
-    payload = request.model_dump(mode="json", exclude={"messages": {"__all__": {"metadata"}}})
-    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
 def versions_found(request: ModelRequest, index: int, keys: Container[str]) -> str | None:
     """The nearby version of the retrieve result at `request.messages[index]` that makes a request
     whose key is in `keys`, or None. Every hit by at most 1 in its score's 6th decimal first, then by
@@ -133,7 +127,10 @@ def versions_found(request: ModelRequest, index: int, keys: Container[str]) -> s
         return None
     if json.dumps(hits, ensure_ascii=False) != content:
         return None  # not the retrieve tool's formatting: its versions could not be rebuilt byte for byte
-    search = _KeySearch(request, index, hits)
+    try:
+        search = _KeySearch(request, index, hits)
+    except ValueError:
+        return None  # the slot text occurs elsewhere in the request: no safe split
     for steps in STEPS:
         found = search.find(keys, steps, MAX_TRIES)
         if found is not None:
