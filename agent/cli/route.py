@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pass", dest="passes", action="append", metavar="NAME",
                         help="oracle eval: only this labelling pass (greedy, t0.7-seed1, …; repeat for several; "
                         "default: every pass, merged)")
+    parser.add_argument("--prompt-weight", type=float, default=1.0, metavar="W",
+                        help="oracle eval: count a prompt token as W generated ones (default 1: every token "
+                        "alike; 0: generated tokens only; 0.18: the embedded 1.5B's time on one thread)")
     parser.add_argument("--samples", type=int, default=1000, help="oracle eval: bootstrap resamples (default 1000)")
     parser.add_argument("--threshold", type=float, default=None,
                         help="cost router: success threshold (default: the one tuned with the weights, else 0.8)")
@@ -140,10 +143,13 @@ def _run_oracle_eval(args: argparse.Namespace) -> int:
     if args.samples < 10:
         raise UserFacingError("--samples must be at least 10")
     rows = load_oracle(args.data, model=args.model, split=None if args.split == "all" else args.split,
-                       passes=args.passes)[: args.limit]
+                       passes=args.passes, prompt_weight=args.prompt_weight)[: args.limit]
     notes: list[str] = []
+    if args.prompt_weight != 1:
+        notes.append(f"tokens count generated tokens plus {args.prompt_weight:g} × prompt tokens (--prompt-weight)")
     if args.router is None:
-        routed, spent, notes = _compare_all(args, rows)
+        routed, spent, more = _compare_all(args, rows)
+        notes += more
     else:
         router = _build(args)
         routed = {"routed": [r["mode"] for r in asyncio.run(_route_all(router, [r.query for r in rows], args.router))]}
@@ -151,7 +157,7 @@ def _run_oracle_eval(args: argparse.Namespace) -> int:
     report = score_oracle(rows, routed, router_tokens=spent, samples=args.samples)
     if args.json:
         out: dict[str, Any] = {"router": args.router or "all", "data": str(args.data), "model": args.model,
-                               "passes": args.passes or "all",
+                               "passes": args.passes or "all", "prompt_weight": args.prompt_weight,
                                "split": args.split, **report.as_dict(), "aim": aim_summary(report, rows),
                                "notes": notes}
         if args.errors:
@@ -202,12 +208,18 @@ def _compare_all(args: argparse.Namespace, rows: list[Any]) -> tuple[dict[str, l
     recorded = [r.extra.get("self_route") for r in rows]
     if all(isinstance(x, dict) and x.get("mode") in ("instant", "reasoning", "agentic") for x in recorded):
         routed["self"] = [x["mode"] for x in recorded]
-        spent["self"] = [int(x.get("tokens", 0)) for x in recorded]
+        spent["self"] = [_weighted(x, args.prompt_weight) for x in recorded]
     else:
         missing = sum(not isinstance(x, dict) for x in recorded)
         notes.append(f"self-router left out: {missing} of {len(rows)} rows have no recorded classification call "
                      "(rows labelled before it was recorded); score it live with --router self --model NAME")
     return routed, spent, notes
+
+
+def _weighted(call: dict[str, Any], prompt_weight: float) -> int:
+    """A recorded classification call's tokens, its prompt tokens counted at `prompt_weight`."""
+    tokens, output = int(call.get("tokens", 0)), int(call.get("output_tokens", 0))
+    return tokens if prompt_weight == 1 else round(output + prompt_weight * (tokens - output))
 
 
 def _family_router(args: argparse.Namespace, rows: list[Any], routed: dict[str, list[str]], notes: list[str]) -> None:
@@ -219,7 +231,8 @@ def _family_router(args: argparse.Namespace, rows: list[Any], routed: dict[str, 
     if args.split in ("validation", "all") or not rows or not all("family" in r.extra for r in rows):
         return
     try:
-        validation = load_oracle(args.data, model=args.model, split="validation", passes=args.passes)
+        validation = load_oracle(args.data, model=args.model, split="validation", passes=args.passes,
+                                 prompt_weight=args.prompt_weight)
     except UserFacingError:
         notes.append("family-val left out: the labels have no validation rows to choose each family's mode on")
         return

@@ -64,7 +64,7 @@ class FrontierPoint:
 def replay_policy(picks: Sequence[str], rows: Sequence[OracleRow]) -> tuple[float, float]:
     """Accuracy and tokens per correct answer of routing each row to its pick, from the recorded runs."""
     solved = sum(row.runs[m].success for m, row in zip(picks, rows, strict=True))
-    tokens = sum(row.runs[m].tokens for m, row in zip(picks, rows, strict=True))
+    tokens = sum(row.runs[m].cost for m, row in zip(picks, rows, strict=True))
     return solved / len(rows), (tokens / solved if solved else float("inf"))
 
 
@@ -75,7 +75,7 @@ EXACT_GROUPS = 12
 def _outcomes(rows: Sequence[OracleRow]) -> tuple[np.ndarray, np.ndarray]:
     """Per row and mode (MODES order): success (pass rate) and tokens."""
     return (np.array([[r.runs[m].success for m in MODES] for r in rows], dtype=float),
-            np.array([[r.runs[m].tokens for m in MODES] for r in rows], dtype=float))
+            np.array([[r.runs[m].cost for m in MODES] for r in rows], dtype=float))
 
 
 def _price_sweep(success: np.ndarray, tokens: np.ndarray) -> np.ndarray:

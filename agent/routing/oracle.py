@@ -4,8 +4,9 @@ A labels file (JSON Lines) holds one row per task, model and pass: the task's qu
 one run per mode (success, tokens, latency). A pass is one way of sampling: greedy, or a seeded
 temperature (`pass_name`). Reading merges a task's passes into one row whose runs hold each mode's
 share of passing runs and its mean tokens (`merge_runs`). The oracle label is the cheapest mode (by
-tokens; ties go to the cheaper mode in instant < reasoning < agentic) among those with the highest
-pass rate, or 'none' when no run of any mode passed. A routed agent is scored with the recorded
+tokens, or with `prompt_weight` by generated tokens plus that weight × prompt tokens; ties go to the
+cheaper mode in instant < reasoning < agentic) among those with the highest pass rate, or 'none' when
+no run of any mode passed. A routed agent is scored with the recorded
 runs of the mode its router chose: its expected success and mean tokens over the passes.
 """
 
@@ -70,6 +71,15 @@ class ModeRun:
     """The final answer text; merged, the first pass's."""
     passes: int = 1
     """Recorded runs this one stands for."""
+    prompt_weight: float = 1.0
+    """What a prompt token counts for against a generated one in `cost` (1: every token alike)."""
+
+    @property
+    def cost(self) -> float:
+        """What routing pays for the run: generated tokens plus `prompt_weight` × prompt tokens."""
+        if self.prompt_weight == 1.0:
+            return self.tokens
+        return self.output_tokens + self.prompt_weight * (self.tokens - self.output_tokens)
 
 
 def merge_runs(runs: Sequence[ModeRun]) -> ModeRun:
@@ -83,16 +93,17 @@ def merge_runs(runs: Sequence[ModeRun]) -> ModeRun:
 
     return ModeRun(success=mean("success"), tokens=mean("tokens"), latency_s=mean("latency_s"),
                    output_tokens=mean("output_tokens"), steps=mean("steps"), tool_calls=mean("tool_calls"),
-                   termination=runs[0].termination, answer=runs[0].answer, passes=n)
+                   termination=runs[0].termination, answer=runs[0].answer, passes=n,
+                   prompt_weight=runs[0].prompt_weight)
 
 
 def cheapest(runs: Mapping[str, ModeRun], modes: Iterable[str] = MODES) -> str:
-    """The mode among `modes` whose run spent the fewest tokens; ties go to the earlier mode."""
-    return min(modes, key=lambda m: runs[m].tokens)
+    """The mode among `modes` whose run cost the least; ties go to the earlier mode."""
+    return min(modes, key=lambda m: runs[m].cost)
 
 
 def oracle_label(runs: Mapping[str, ModeRun]) -> str:
-    """The cheapest mode (by tokens, ties to the earlier mode) among those with the highest pass
+    """The cheapest mode (by cost, ties to the earlier mode) among those with the highest pass
     rate, or 'none' when nothing passed. With one run per mode: the cheapest mode that succeeded."""
     best = max((float(runs[m].success) for m in MODES if m in runs), default=0.0)
     if best <= 0:
@@ -127,18 +138,22 @@ class OracleRow:
 
     def as_json(self) -> dict[str, Any]:
         """JSON-ready form (one line of a labels file)."""
-        runs = {m: {k: v for k, v in asdict(r).items() if k != "passes" or v != 1} for m, r in self.runs.items()}
+        runs = {m: {k: v for k, v in asdict(r).items() if k not in ("passes", "prompt_weight") or v != 1}
+                for m, r in self.runs.items()}
         return {"id": self.id, "query": self.query, "model": self.model, "split": self.split,
                 "oracle": self.oracle, "runs": runs, **self.extra}
 
 
 def load_oracle(path: str | Path, model: str | None = None, split: str | None = None,
-                passes: Iterable[str] | None = None) -> list[OracleRow]:
+                passes: Iterable[str] | None = None, prompt_weight: float = 1.0) -> list[OracleRow]:
     """Read a labels file, keeping one model's rows (None: all), one split (None: all) and some
-    passes (None: all), a task's passes merged into one row (`merge_runs`), in file order."""
+    passes (None: all), a task's passes merged into one row (`merge_runs`), in file order. Each
+    run's cost, and so the oracle label, counts a prompt token as `prompt_weight` generated ones."""
     path = Path(path)
     if not path.is_file():
         raise UserFacingError(f"no such labels file: {path}")
+    if not (math.isfinite(prompt_weight) and prompt_weight >= 0):
+        raise UserFacingError(f"the prompt tokens' weight must be a number from 0 up, not {prompt_weight}")
     keep = None if passes is None else set(passes)
     groups: dict[tuple[str, str], list[tuple[str, OracleRow]]] = {}
     seen: dict[tuple[str, str, str], int] = {}
@@ -147,7 +162,7 @@ def load_oracle(path: str | Path, model: str | None = None, split: str | None = 
             continue
         try:
             item = json.loads(line)
-            runs = {m: ModeRun(**r) for m, r in item["runs"].items()}
+            runs = {m: ModeRun(**{**r, "prompt_weight": prompt_weight}) for m, r in item["runs"].items()}
             missing = [m for m in MODES if m not in runs]
             if missing:
                 raise ValueError(f"no run for mode {', '.join(missing)}")
@@ -258,7 +273,7 @@ def _score(rows: Sequence[OracleRow], picks: Sequence[str], samples: int, seed: 
     runs = [row.runs[m] for row, m in zip(rows, picks, strict=True)]
     extra = list(extra) if extra is not None else [0] * len(rows)
     passed_list = [float(r.success) for r in runs]
-    tokens_list = [float(r.tokens + x) for r, x in zip(runs, extra, strict=True)]
+    tokens_list = [float(r.cost + x) for r, x in zip(runs, extra, strict=True)]
     passed, tokens = np.array(passed_list), np.array(tokens_list)
     base = [row.runs["reasoning"] for row in rows]
     prices = PriceTable()
@@ -271,7 +286,7 @@ def _score(rows: Sequence[OracleRow], picks: Sequence[str], samples: int, seed: 
         cost, mean_interval(passed_list, samples=samples, seed=seed),
         ratio_interval(tokens_list, passed_list, samples=samples, seed=seed), _tally(picks, MODES),
         mean_interval(agree, samples=samples, seed=seed),
-        _cut(tokens, passed, np.array([float(r.tokens) for r in base]), np.array([float(r.success) for r in base]),
+        _cut(tokens, passed, np.array([float(r.cost) for r in base]), np.array([float(r.success) for r in base]),
              samples, seed),
         router_tokens=sum(extra))
 

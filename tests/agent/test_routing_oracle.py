@@ -174,6 +174,35 @@ def test_passes_of_a_task_merge_into_pass_rates_and_mean_tokens(tmp_path: Path) 
         load_oracle(path, passes=["t9"])
 
 
+def test_prompt_weight_prices_prompt_tokens_against_generated_ones(tmp_path: Path, capsys) -> None:
+    # Reasoning generates much and reads little; agentic reads much (its steps re-send the
+    # conversation) and generates little. Which one is cheaper depends on what a prompt token costs.
+    runs = {"instant": {"success": False, "tokens": 60, "output_tokens": 10},
+            "reasoning": {"success": True, "tokens": 300, "output_tokens": 250},
+            "agentic": {"success": True, "tokens": 800, "output_tokens": 50}}
+    path = tmp_path / "labels.jsonl"
+    path.write_text(json.dumps({"id": "a", "query": "q a", "model": "m", "split": "test", "runs": runs}) + "\n")
+    (every_token,) = load_oracle(path)
+    assert every_token.oracle == "reasoning" and every_token.runs["agentic"].cost == 800
+    (generated,) = load_oracle(path, prompt_weight=0)
+    assert generated.oracle == "agentic" and generated.runs["reasoning"].cost == 250
+    (timed,) = load_oracle(path, prompt_weight=0.2)
+    assert timed.runs["agentic"].cost == pytest.approx(50 + 0.2 * 750) and timed.oracle == "agentic"
+    # The raw counts stay as recorded, and scoring counts the weighted cost.
+    assert timed.runs["agentic"].tokens == 800 and "prompt_weight" not in every_token.as_json()["runs"]["agentic"]
+    assert score_oracle([timed], ["agentic"], samples=20).strategies["routed"].tokens_per_pass.value \
+        == pytest.approx(200)
+    for bad in (-1.0, math.inf, math.nan):
+        with pytest.raises(UserFacingError, match="weight must be a number from 0 up"):
+            load_oracle(path, prompt_weight=bad)
+    assert main(["route", "eval", "--data", str(path), "--model", "m", "--router", "offline", "--json",
+                 "--samples", "20", "--prompt-weight", "0"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["prompt_weight"] == 0 and report["labels"]["agentic"] == 1
+    assert report["strategies"]["always-reasoning"]["tokens"] == 250
+    assert any("0 × prompt tokens" in note for note in report["notes"])
+
+
 def test_a_task_twice_in_one_pass_or_passes_that_disagree_are_errors(tmp_path: Path) -> None:
     runs = {"instant": True, "reasoning": True, "agentic": True}
     tokens = dict.fromkeys(runs, 5)
