@@ -50,7 +50,7 @@ async def tool_dialogue(model: Any) -> bool:
     from scenarios.domains import domain_policy, load_domain
 
     env = load_domain("mock")
-    before = json.loads(json.dumps(env.db["tasks"]))
+    before = json.loads(json.dumps(env.db))
     agent = Agent(model, env.agent_toolkit(), domain_policy("mock"), checkpointer="memory")
     print("1) A dialogue with a tool (tau2 mock domain)")
     print(f"   user  > {DIALOGUE}")
@@ -69,15 +69,51 @@ async def tool_dialogue(model: Any) -> bool:
             final = event
     await agent.aclose()
     elapsed = time.perf_counter() - started
-    created = {k: v for k, v in env.db["tasks"].items() if k not in before}
     print(f"\n   ({elapsed:.1f}s, turn ended: {final.termination if final else 'unknown'})")
-    if created:
-        for task in created.values():
-            print(f"   DB check: new task {task['task_id']} {task['title']!r} for the user — the tool call took effect.")
-    else:
-        print("   DB check: no task was created — the model did not complete the tool call this time.")
+    for line in db_check(before, env.db):
+        print(f"   {line}")
     print()
     return final is not None and final.termination != "model_error"
+
+
+def db_changes(before: Any, after: Any, path: str = "") -> list[str]:
+    """Every difference between two JSON-like database states, one line each, by dotted path."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        lines = []
+        for key in sorted(before.keys() | after.keys()):
+            where = f"{path}.{key}" if path else str(key)
+            if key not in after:
+                lines.append(f"{where} deleted")
+            elif key not in before:
+                lines.append(f"{where} added: {json.dumps(after[key], sort_keys=True)}")
+            else:
+                lines += db_changes(before[key], after[key], where)
+        return lines
+    return [] if before == after else [f"{path}: {json.dumps(before)} → {json.dumps(after)}"]
+
+
+def db_check(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What the dialogue did to the mock database, against what the user asked: one new pending task
+    'Buy milk' ('two litres') on user_1's list, and nothing else."""
+    listed = after.get("users", {}).get("user_1", {}).get("tasks", [])
+    asked = [t for k, t in after.get("tasks", {}).items()
+             if k not in before.get("tasks", {}) and k in listed
+             and t.get("title") == "Buy milk" and t.get("description") == "two litres"]
+    if not asked:
+        return ["DB check: no task 'Buy milk' was created for user_1: the model did not complete the tool call "
+                "this time."]
+    task = asked[0]
+    expected = json.loads(json.dumps(before))
+    expected["tasks"][task["task_id"]] = {**task, "status": "pending"}
+    expected["users"]["user_1"]["tasks"].append(task["task_id"])
+    lines = [f"DB check: new task {task['task_id']} {task['title']!r} for user_1, as asked: the tool call took effect."]
+    unasked = db_changes(expected, after)
+    if unasked:
+        lines.append("DB check: the agent also changed what nobody asked it to:")
+        lines += [f"  {change}" for change in unasked]
+    else:
+        lines.append("DB check: nothing else in the database changed.")
+    return lines
 
 
 async def example_suite(model_name: str, out: str | None) -> bool:
