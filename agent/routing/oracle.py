@@ -162,6 +162,8 @@ def load_oracle(path: str | Path, model: str | None = None, split: str | None = 
             continue
         try:
             item = json.loads(line)
+            if prompt_weight != 1 and any("output_tokens" not in r for r in item["runs"].values()):
+                raise ValueError("weighing prompt tokens needs each run's output_tokens")
             runs = {m: ModeRun(**{**r, "prompt_weight": prompt_weight}) for m, r in item["runs"].items()}
             missing = [m for m in MODES if m not in runs]
             if missing:

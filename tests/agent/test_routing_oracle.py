@@ -192,6 +192,11 @@ def test_prompt_weight_prices_prompt_tokens_against_generated_ones(tmp_path: Pat
     assert timed.runs["agentic"].tokens == 800 and "prompt_weight" not in every_token.as_json()["runs"]["agentic"]
     assert score_oracle([timed], ["agentic"], samples=20).strategies["routed"].tokens_per_pass.value \
         == pytest.approx(200)
+    unsplit = tmp_path / "unsplit.jsonl"
+    unsplit.write_text(_row_line("a", "test", None, {m: True for m in runs}, dict.fromkeys(runs, 5)))
+    assert load_oracle(unsplit)[0].runs["agentic"].cost == 5
+    with pytest.raises(UserFacingError, match="unsplit.jsonl:1: .*needs each run's output_tokens"):
+        load_oracle(unsplit, prompt_weight=0.5)
     for bad in (-1.0, math.inf, math.nan):
         with pytest.raises(UserFacingError, match="weight must be a number from 0 up"):
             load_oracle(path, prompt_weight=bad)
