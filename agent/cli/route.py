@@ -218,8 +218,9 @@ def _compare_all(args: argparse.Namespace, rows: list[Any]) -> tuple[dict[str, l
 
 def _weighted(call: dict[str, Any], prompt_weight: float) -> int:
     """A recorded classification call's tokens, its prompt tokens counted at `prompt_weight`."""
-    tokens, output = int(call.get("tokens", 0)), int(call.get("output_tokens", 0))
-    return tokens if prompt_weight == 1 else round(output + prompt_weight * (tokens - output))
+    from agent.routing.oracle import weighted_tokens
+
+    return round(weighted_tokens(int(call.get("tokens", 0)), int(call.get("output_tokens", 0)), prompt_weight))
 
 
 def _family_router(args: argparse.Namespace, rows: list[Any], routed: dict[str, list[str]], notes: list[str]) -> None:

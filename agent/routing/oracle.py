@@ -77,9 +77,14 @@ class ModeRun:
     @property
     def cost(self) -> float:
         """What routing pays for the run: generated tokens plus `prompt_weight` × prompt tokens."""
-        if self.prompt_weight == 1.0:
-            return self.tokens
-        return self.output_tokens + self.prompt_weight * (self.tokens - self.output_tokens)
+        return weighted_tokens(self.tokens, self.output_tokens, self.prompt_weight)
+
+
+def weighted_tokens(tokens: float, output_tokens: float, prompt_weight: float) -> float:
+    """`tokens` (prompt plus generated) with each prompt token counted as `prompt_weight` generated ones."""
+    if prompt_weight == 1.0:
+        return tokens
+    return output_tokens + prompt_weight * (tokens - output_tokens)
 
 
 def merge_runs(runs: Sequence[ModeRun]) -> ModeRun:
