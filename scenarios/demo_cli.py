@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import UserFacingError
+from scenarios.canonical import json_clone
 
 EXAMPLES = Path(__file__).resolve().parent / "examples"
 DIALOGUE = "Hi, I am user_1. Please create a task titled 'Buy milk' with the description 'two litres'."
@@ -50,7 +51,7 @@ async def tool_dialogue(model: Any) -> bool:
     from scenarios.domains import domain_policy, load_domain
 
     env = load_domain("mock")
-    before = json.loads(json.dumps(env.db))
+    before = env.dump()
     agent = Agent(model, env.agent_toolkit(), domain_policy("mock"), checkpointer="memory")
     print("1) A dialogue with a tool (tau2 mock domain)")
     print(f"   user  > {DIALOGUE}")
@@ -103,7 +104,7 @@ def db_check(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         return ["DB check: no task 'Buy milk' was created for user_1: the model did not complete the tool call "
                 "this time."]
     task = asked[0]
-    expected = json.loads(json.dumps(before))
+    expected = json_clone(before)
     expected["tasks"][task["task_id"]] = {**task, "status": "pending"}
     expected["users"]["user_1"]["tasks"].append(task["task_id"])
     lines = [f"DB check: new task {task['task_id']} {task['title']!r} for user_1, as asked: the tool call took effect."]
