@@ -69,3 +69,15 @@ def surface_dialogue(history: list[Message]) -> list[Message]:
         if m.role == "user" or (m.role == "assistant" and m.text):
             out.append(Message(role=m.role, content=m.text))
     return out
+
+
+def without_past_plants(history: list[Message]) -> list[Message]:
+    """The history without the planted messages of earlier user turns (this turn's stay).
+
+    A plan answers the turn it was planted in; once the user has replied to the recovery, the old
+    plan must not steer the clarified request. The stored thread keeps every plant for the record.
+    """
+    last_user = next((k for k in range(len(history) - 1, -1, -1) if history[k].role == "user"), -1)
+    if not any(m.metadata.get(PLANTED) for m in history[:last_user]):
+        return history
+    return [m for k, m in enumerate(history) if k > last_user or not m.metadata.get(PLANTED)]

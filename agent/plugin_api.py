@@ -14,6 +14,7 @@ from agent.messages import Message, ModelResponse
 if TYPE_CHECKING:
     from agent.ledger import CostLedger
     from agent.models.base import Model
+    from tools import Tool
 
 Mode = Literal["instant", "reasoning", "agentic"]
 MODES: tuple[Mode, ...] = ("instant", "reasoning", "agentic")
@@ -35,6 +36,8 @@ class InterventionContext:
     """The agent's model, for interventions that think with it."""
     ledger: CostLedger
     """Book any model spend here (label it with the intervention's name)."""
+    system_prompt: str = ""
+    """The agent's system prompt (its stated purpose), read-only: interventions never change it."""
 
 
 @dataclass
@@ -64,6 +67,20 @@ class Intervention(Protocol):
 
     async def before_turn(self, ctx: InterventionContext) -> Plant | None:
         """Diagnose the dialogue; return a Plant, or None when nothing is wrong."""
+        ...
+
+
+@runtime_checkable
+class ToolProvider(Protocol):
+    """Optional: an intervention that declares tools to the agent (ReIn's recovery tools).
+
+    The agent adds each one it does not already have; a tool of the agent's own with the same name
+    wins. A declared tool marked PLAN_ONLY (tools.builtin) is offered only in turns where a plan
+    was planted.
+    """
+
+    def declared_tools(self) -> list[Tool]:
+        """The tools to declare to the agent."""
         ...
 
 

@@ -27,7 +27,7 @@ from agent.messages import Message, ModelSettings
 from agent.models import Model, resolve_model
 from agent.modes import PLAIN_AGENTIC, ModeConfig, StepLimits
 from agent.nodes.history import ThreadViews
-from agent.plugin_api import FixedMode, Intervention, Mode, ModePolicy
+from agent.plugin_api import FixedMode, Intervention, Mode, ModePolicy, ToolProvider
 from agent.run_result import RunResult
 from agent.sync_portal import Portal
 from agent.thread_lease import Hold, ThreadLeases, leases_for
@@ -65,6 +65,9 @@ class Agent:
         self.tools = Toolkit(tools, name=name) if not isinstance(tools, Toolkit) else tools
         self.system_prompt = system_prompt
         self.interventions = list(interventions)
+        for intervention in self.interventions:
+            if isinstance(intervention, ToolProvider):
+                self.tools = self.tools.merged(intervention.declared_tools())
         self.deps = GraphDeps(
             model=self.model,
             tools=self.tools.as_dict(),

@@ -1,6 +1,7 @@
 """The LLM inception module (the paper's setting): any rein Model diagnoses the latest user turn.
 
-A compact prompt lists the error types of the map and the agent's tools; the answer is asked for
+A compact prompt lists the error types of the map and the agent's capability card (its purpose
+and its tools with their enums and limits, interventions/card.py); the answer is asked for
 as JSON ({error_type, rationale}) through ModelRequest.response_format and parsed leniently, since
 small models wrap JSON in prose or misspell a label. Spend is booked under the label "inception".
 """
@@ -15,19 +16,23 @@ from agent.errors import UserFacingError
 from agent.messages import Message, ModelRequest, ModelSettings
 from agent.models.base import Model
 from agent.plugin_api import InterventionContext
+from interventions.card import CapabilityCard, build_card
 from interventions.detection import Detection
 from interventions.error_map import NO_ERROR, ErrorMap
 
 LEDGER_LABEL = "inception"
 _TURNS = 6
 _TURN_CHARS = 600
-_TOOL_CHARS = 90
 
 SYSTEM = (
-    "You check a customer-service conversation before the agent answers the user's latest message. "
-    "Decide whether that message contains one of these user errors, or none.\n"
+    "You check a conversation between a user and an AI agent before the agent answers the user's "
+    "latest message. Decide whether that message contains one of these user errors, or none.\n"
     "{types}\n"
-    "- none: the message is clear, consistent and within what the agent's tools can do.\n"
+    "- none: the message is clear, consistent, and within what this agent is for and its tools can do.\n"
+    "Judge against the agent's card: a request its tools or its purpose cover is not unsupported, "
+    "and a general assistant may do everyday tasks in words (writing, translating, arithmetic, "
+    "facts) without a tool. Most messages are fine; flag an error only when a careful human agent "
+    "with exactly these tools would have to stop and ask, or hand over.\n"
     'Answer only with JSON: {{"error_type": "<one of: {names}>", "rationale": "<one sentence>"}}.'
 )
 
@@ -52,21 +57,17 @@ def response_schema(labels: list[str]) -> dict[str, Any]:
     }
 
 
-def build_request(ctx: InterventionContext, error_map: ErrorMap, labels: list[str]) -> ModelRequest:
-    """The inception request for this turn."""
+def build_request(ctx: InterventionContext, error_map: ErrorMap, labels: list[str], card: CapabilityCard | None = None) -> ModelRequest:
+    """The inception request for this turn: the error types, the agent's card, the dialogue."""
     types = "\n".join(f"- {n}: {' '.join(error_map.error_types[n].description.split())}" for n in labels)
     system = SYSTEM.format(types=types, names=", ".join([NO_ERROR, *labels]))
-    tools = []
-    for schema in ctx.tools:
-        fn = schema.get("function", schema)
-        desc = " ".join(str(fn.get("description", "")).split())
-        tools.append(f"- {fn.get('name')}: {desc[:_TOOL_CHARS]}")
+    card = card or build_card(ctx.tools, ctx.system_prompt)
     turns = []
     for m in ctx.dialogue[-_TURNS:]:
         who = "USER" if m.role == "user" else "AGENT"
         turns.append(f"{who}: {' '.join(m.text.split())[:_TURN_CHARS]}")
     user = (
-        "Agent tools:\n" + ("\n".join(tools) or "(none)") + "\n\nConversation (latest last):\n"
+        "The agent's card:\n" + card.render() + "\n\nConversation (latest last):\n"
         + "\n".join(turns) + "\n\nClassify the latest USER message."
     )
     return ModelRequest(

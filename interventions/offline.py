@@ -21,14 +21,22 @@ could be ambiguous or unsupported, so it is never flagged, whatever the classifi
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.plugin_api import InterventionContext
+from interventions.card import CapabilityCard, build_card
 from interventions.detection import Detection
 from interventions.error_map import NO_ERROR
+from interventions.turn_text import (
+    _SENTENCE,
+    History,
+    context_cues,
+    last_agent_turn,
+    request_part,
+    surface_cues,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -52,77 +60,6 @@ GENERIC_TOOLS = frozenset({"think", "calculate", "transfer_to_human_agents", "re
 """Tools left out of the "tools" block: every agent carries them (ReIn adds the recovery ones), so
 they say nothing about what this domain can do, and leaving them out keeps the features the same
 whether or not the recovery tools are declared yet."""
-
-History = Sequence[tuple[str, str]]
-"""(role, text) of the turns before a user turn: "user" and "assistant" turns."""
-
-_IDENTIFIER = re.compile(
-    r"#W\d{5,}|\b(?=[A-Z0-9]*\d)[A-Z0-9]{6}\b|\b[A-Z]{3}\d{3}\b|\S+@\S+\.\w+|\b[a-z]+_[a-z]+_\d{3,}\b|\b\d{4,}\b"
-)
-_REFERENCE = re.compile(r"\b(it|that|those|this|them|one|thing|things|stuff|same|other|usual|before|earlier)\b", re.I)
-_NEGATION = re.compile(r"\b(not|don't|dont|never|no|without|but|neither|keep|isn't|aren't|doesn't|won't)\b", re.I)
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-# Words that greet, identify or thank; a sentence made only of them (plus names, ids, numbers,
-# emails and punctuation) has no request in it.
-_COURTESY = frozenset(
-    ["hi", "hello", "hey", "there", "good", "morning", "afternoon", "evening", "day", "i", "i'm", "im", "am", "my", "name's", "name", "is", "it's", "its", "this", "here", "zip", "code", "postal", "user", "id", "email", "address", "and", "the", "a", "of", "me", "number", "account", "details", "under", "it", "thanks", "thank", "you", "so", "much", "please", "ok", "okay", "sure", "from", "user's", "userid", "profile", "yes", "how", "are", "anyone", "doing", "today", "hope", "well"]
-)
-
-
-def surface_cues(text: str) -> list[float]:
-    """Four cues in [0, 1]: has an explicit identifier, reference words, negations, length."""
-    return [
-        1.0 if _IDENTIFIER.search(text) else 0.0,
-        min(len(_REFERENCE.findall(text)), 3) / 3,
-        min(len(_NEGATION.findall(text)), 3) / 3,
-        min(len(text), 300) / 300,
-    ]
-
-
-def _is_courtesy(sentence: str) -> bool:
-    """Only greeting, identity or thanks: every word is a courtesy word, a name, an id, a number or an email."""
-    tokens = [t.strip(".,!?:;()[]\"'") for t in sentence.split()]
-    tokens = [t for t in tokens if t]
-    for k, tok in enumerate(tokens):
-        if tok.lower().replace("’", "'") in _COURTESY:
-            continue
-        if not tok[0].isalpha() or any(c.isdigit() or c in "_@#" for c in tok):
-            continue  # ids, zip codes, emails, emoticons
-        # A capitalised word is a name unless it opens the sentence alone ("Cancel." is a request).
-        if tok[0].isupper() and (k > 0 or (len(tokens) > 1 and tokens[1][:1].isupper())):
-            continue
-        return False
-    return True
-
-
-def request_part(text: str) -> str:
-    """The turn without its sentences and comma-separated clauses that only greet, identify or thank."""
-    kept = []
-    for sentence in _SENTENCE.split(text.strip()):
-        if not sentence.strip() or _is_courtesy(sentence):
-            continue
-        # "Hi, I'm Mei Kovacs, zip code 28236, I need ..." keeps only the clauses after the identity.
-        clauses = sentence.split(", ")
-        while len(clauses) > 1 and _is_courtesy(clauses[0]):
-            clauses = clauses[1:]
-        kept.append(", ".join(clauses))
-    return " ".join(kept).strip()
-
-
-def last_agent_turn(history: History) -> str:
-    """The text of the last non-empty agent turn in history ("" when there is none)."""
-    return next((t for r, t in reversed(history) if r == "assistant" and t.strip()), "")
-
-
-def context_cues(text: str, history: History) -> list[float]:
-    """Four cues in [0, 1]: a request is left, first user turn, the agent asked a question, user turns so far."""
-    users = sum(1 for r, _ in history if r == "user")
-    return [
-        1.0 if request_part(text) else 0.0,
-        1.0 if users == 0 else 0.0,
-        1.0 if last_agent_turn(history).rstrip().endswith("?") else 0.0,
-        min(users, 3) / 3,
-    ]
 
 
 def tool_texts(schemas: Sequence[dict[str, Any]]) -> list[str]:
@@ -290,9 +227,11 @@ class OfflineDetector:
         return list(self.classifier.meta.get("features", FEATURE_BLOCKS))
 
     def classify_turns(self, texts: Sequence[str], histories: Sequence[History], labels: Sequence[str] | None = None,
-                       tools: Sequence[Sequence[dict[str, Any]]] | None = None) -> list[Detection]:
+                       tools: Sequence[Sequence[dict[str, Any]]] | None = None,
+                       cards: Sequence[CapabilityCard] | None = None) -> list[Detection]:
         """Detections for user turns, each with the turns before it; labels limits the error types reported;
-        tools: the agent's tools (OpenAI schemas) at each turn, for a classifier that compares requests with them."""
+        tools: the agent's tools (OpenAI schemas) at each turn, for a classifier that compares requests with
+        them; cards: each turn's agent card, for a card-aware detector (built from tools when not given)."""
         from interventions.classifier import TurnClassifier, TwoStageClassifier
 
         clf = self.classifier
@@ -300,6 +239,10 @@ class OfflineDetector:
         if isinstance(clf, TurnClassifier | TwoStageClassifier):
             described = [tool_texts(t) for t in tools] if tools is not None else None
             probs = clf.predict_proba(turn_features(texts, histories, self.feature_blocks, described))
+        elif clf.card_aware:
+            if cards is None:
+                cards = [build_card(t) for t in tools] if tools is not None else [build_card([])] * len(texts)
+            probs = clf.predict_proba(texts, histories, cards=cards)
         else:
             probs = clf.predict_proba(texts, histories)
         allowed = [i for i, lab in enumerate(clf.labels) if lab != NO_ERROR and (labels is None or lab in labels)]
@@ -318,16 +261,19 @@ class OfflineDetector:
                 out.append(Detection(NO_ERROR, round(1.0 - p_error, 4), detector=self.name, scores=scores))
         return out
 
-    def classify(self, user_turns: Sequence[str], agent_turns: Sequence[str] | None = None, labels: Sequence[str] | None = None) -> list[Detection]:
-        """Detections for user turns given only the agent turn before each ("" or None: none)."""
+    def classify(self, user_turns: Sequence[str], agent_turns: Sequence[str] | None = None, labels: Sequence[str] | None = None,
+                 card: CapabilityCard | None = None) -> list[Detection]:
+        """Detections for user turns given only the agent turn before each ("" or None: none), all for
+        one agent's card (None: an agent with no tools and no system prompt)."""
         agents = list(agent_turns) if agent_turns is not None else [""] * len(user_turns)
         histories = [[("assistant", a)] if a.strip() else [] for a in agents]
-        return self.classify_turns(user_turns, histories, labels)
+        return self.classify_turns(user_turns, histories, labels, cards=[card or build_card([])] * len(user_turns))
 
     async def detect(self, ctx: InterventionContext, labels: list[str]) -> Detection:
         text, history = dialogue_history(ctx)
         if not text.strip():
             return Detection(NO_ERROR, 1.0, detector=self.name)
         # Embedding is CPU-bound; keep the event loop free for other threads of the same process.
-        found = await asyncio.to_thread(self.classify_turns, [text], [history], labels, [ctx.tools])
+        card = build_card(ctx.tools, ctx.system_prompt)
+        found = await asyncio.to_thread(self.classify_turns, [text], [history], labels, [ctx.tools], [card])
         return found[0]

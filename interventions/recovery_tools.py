@@ -7,12 +7,25 @@ that tool is not among the agent's declared tools, so agents that use ReIn get t
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal
 
 from agent.errors import UserFacingError
 from interventions.error_map import ErrorMap, resolve_error_map
 from tools import Tool, Toolkit
-from tools.builtin import RESPOND_NEXT, USER_ERRORS_ONLY, recovery_tools, think
+from tools.builtin import PLAN_ONLY, RESPOND_NEXT, USER_ERRORS_ONLY, recovery_tools, think
 from tools.registry import resolve
+
+Offer = Literal["on_plan", "always"]
+"""When ReIn's own tools are offered to the model: only in turns with a planted plan, or always."""
+
+
+def recovery_declarations(error_map: ErrorMap | None = None, offer: Offer = "on_plan") -> list[Tool]:
+    """What ReIn declares to an agent: the recovery tools marked as such, and the think tool; with
+    offer="on_plan" each is marked PLAN_ONLY. The agent's own tools of the same names win."""
+    out = [as_recovery_tool(t) for t in recovery_tool_objects(error_map)] + [think]
+    if offer == "on_plan":
+        out = [t.with_options(metadata={**t.metadata, PLAN_ONLY: True}) for t in out]
+    return out
 
 
 def recovery_tool_objects(error_map: ErrorMap | None = None) -> list[Tool]:

@@ -16,29 +16,40 @@ from typing import Any
 
 from agent.models.base import Model
 from agent.plugin_api import InterventionContext, Plant, PlantVia
+from interventions.card import Scope, build_card
 from interventions.detection import Detection, Detector, latest_user_turn
 from interventions.error_map import ErrorMap, resolve_error_map
-from interventions.recovery_tools import missing_recovery_tools
+from interventions.recovery_tools import Offer, missing_recovery_tools, recovery_declarations
+from tools import Tool
 
 log = logging.getLogger(__name__)
 
-DETECTORS = ("offline", "llm")
+DETECTORS = ("offline", "llm", "cascade")
+DOMAIN_ERRORS = frozenset({"unsupported_domain"})
+"""Error types that a general assistant cannot commit: any everyday task is within its purpose."""
 
 
 def build_detector(
     detector: str | Detector, error_map: ErrorMap, model: Model | str | None, threshold: float | None, detector_file: str | Path | None
 ) -> Detector:
-    """A detector by name ("offline" or "llm") or the given instance."""
+    """A detector by name ("offline", "llm", or "cascade": offline proposes, LLM confirms) or the given instance."""
     if not isinstance(detector, str):
         return detector
-    if detector == "offline":
+    if detector in ("offline", "cascade"):
         from interventions.offline import OfflineDetector
 
-        return OfflineDetector(detector_file, threshold=threshold)
-    if detector == "llm":
+        offline = OfflineDetector(detector_file, threshold=threshold)
+        if detector == "offline":
+            return offline
+    if detector in ("llm", "cascade"):
         from interventions.llm_inception import LLMDetector
 
-        return LLMDetector(error_map, model)
+        llm = LLMDetector(error_map, model)
+        if detector == "llm":
+            return llm
+        from interventions.cascade import CascadeDetector
+
+        return CascadeDetector(offline, llm)
     raise ValueError(f"unknown detector {detector!r}; use one of {', '.join(DETECTORS)} or a Detector instance")
 
 
@@ -56,10 +67,23 @@ class DiagnosingIntervention:
         error_map: ErrorMap | str | Path | dict[str, Any] | None = None,
         threshold: float | None = None,
         detector_file: str | Path | None = None,
+        offer: Offer = "on_plan",
+        scope: Scope | None = None,
     ) -> None:
+        if offer not in ("on_plan", "always"):
+            raise ValueError(f"offer must be 'on_plan' or 'always', not {offer!r}")
+        if scope not in (None, "general", "narrow"):
+            raise ValueError(f"scope must be 'general', 'narrow' or None (inferred), not {scope!r}")
         self.error_map = resolve_error_map(error_map)
         self.detector = build_detector(detector, self.error_map, model, threshold, detector_file)
+        self.offer: Offer = offer
+        self.scope: Scope | None = scope
         self._warned_missing = False
+
+    def declared_tools(self) -> list[Tool]:
+        """The recovery tools and the think tool that carries the plan; with offer="on_plan" they are
+        offered to the model only in turns where a plan was planted."""
+        return recovery_declarations(self.error_map, self.offer)
 
     async def diagnose(self, ctx: InterventionContext) -> Detection:
         """The detector's verdict for this turn."""
@@ -71,6 +95,8 @@ class DiagnosingIntervention:
             return None
         found = await self.diagnose(ctx)
         if not found.is_error or found.error_type not in self.error_map.error_types:
+            return None
+        if found.error_type in DOMAIN_ERRORS and build_card(ctx.tools, ctx.system_prompt, self.scope).scope == "general":
             return None
         recovery = self.error_map.recovery(found.error_type, user_turn=user, rationale=found.rationale)
         declared = recovery.recovery_tool not in missing_recovery_tools(ctx.tools, self.error_map)
@@ -109,16 +135,22 @@ class ReInIntervention(DiagnosingIntervention):
         via: PlantVia = "think_tool",
         threshold: float | None = None,
         detector_file: str | Path | None = None,
+        offer: Offer = "on_plan",
+        scope: Scope | None = None,
     ) -> None:
-        """detector: "offline" (no LLM), "llm" (model, default the agent's) or a Detector; via: think_tool
-        or reasoning_block; threshold: the offline detector's activation threshold (None: the one
-        calibrated when it was trained)."""
+        """detector: "offline" (no LLM), "llm" (model, default the agent's), "cascade" (offline
+        proposes, LLM confirms) or a Detector; via: think_tool or reasoning_block; threshold: the
+        offline detector's activation threshold (None: the one chosen on validation, or a
+        calibration's); offer: "on_plan" declares the recovery tools only in turns with a plan,
+        "always" in every turn; scope: "general" or "narrow" overrides what the system prompt says
+        (a general assistant is never told a request is outside its domain)."""
         if via not in ("think_tool", "reasoning_block"):
             raise ValueError(
                 f"ReIn plants reasoning as think_tool or reasoning_block, not {via!r} "
                 "(the system-prompt variant is the 'npi' baseline)"
             )
         super().__init__(
-            detector=detector, model=model, error_map=error_map, threshold=threshold, detector_file=detector_file
+            detector=detector, model=model, error_map=error_map, threshold=threshold, detector_file=detector_file,
+            offer=offer, scope=scope,
         )
         self.via = via

@@ -28,7 +28,7 @@ from agent.models import Model, ScriptedModel, call, calls, reply
 from agent.models.base import ModelError
 from agent.modes import StepLimits
 from agent.planted_reasoning import PLANTED
-from agent.plugin_api import Intervention, ModePolicy
+from agent.plugin_api import Intervention, ModePolicy, ToolProvider
 from agent.runtime import Agent, RunResult
 from scenarios.scenario import Scenario, ScriptStep, SimulatedUserConfig
 from scenarios.trajectory import (
@@ -112,8 +112,10 @@ def _script_step(step: ScriptStep) -> Any:
     return merged.model_copy(update={"text": step.say, "reasoning": step.reasoning})
 
 
-def build_environment(scenario: Scenario) -> tuple[Any | None, Toolkit, str]:
-    """(environment or None, the agent's toolkit, the default system prompt) of a scenario."""
+def build_environment(scenario: Scenario, recovery: bool = True) -> tuple[Any | None, Toolkit, str]:
+    """(environment or None, the agent's toolkit, the default system prompt) of a scenario;
+    recovery: add the built-in recovery tools when the scenario wants them (False when an
+    intervention declares its own, as ReIn does)."""
     from scenarios.domains import DOMAINS, load_domain
 
     env = None
@@ -134,7 +136,7 @@ def build_environment(scenario: Scenario) -> tuple[Any | None, Toolkit, str]:
         for name in scenario.agent.tools:
             extra = base if name == scenario.domain else _load_tools([name])
             toolkit = toolkit.merged(extra)
-    if scenario.wants_recovery_tools():
+    if recovery and scenario.wants_recovery_tools():
         toolkit = toolkit.merged(recovery_tools())
     return env, toolkit, policy
 
@@ -178,8 +180,9 @@ async def run_scenario(scenario: Scenario, options: RunOptions, trial: int = 0) 
     started = time.perf_counter()
     seed = scenario.seed + trial
     trajectory = Trajectory(scenario_id=scenario.id, trial=trial, seed=seed, domain=scenario.domain)
+    interventions = options.interventions() if callable(options.interventions) else options.interventions
     try:
-        env, toolkit, policy = build_environment(scenario)
+        env, toolkit, policy = build_environment(scenario, not any(isinstance(i, ToolProvider) for i in interventions))
         user = build_user(scenario, options, seed, env)
         model = options.model(scenario) if callable(options.model) and not isinstance(options.model, Model) else options.model
     except (ScenarioSetupError, ModelError, KeyError) as exc:
@@ -191,7 +194,7 @@ async def run_scenario(scenario: Scenario, options: RunOptions, trial: int = 0) 
         model,
         toolkit,
         scenario.agent.system_prompt if scenario.agent.system_prompt is not None else policy,
-        interventions=options.interventions() if callable(options.interventions) else options.interventions,
+        interventions=interventions,
         mode_policy=options.mode_policy,
         step_limits=limits,
         settings=options.settings.model_copy(update={"seed": seed}),

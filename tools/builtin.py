@@ -20,6 +20,11 @@ USER_ERRORS_ONLY = "user_errors_only"
 one of the agent's own calls of another tool is refused in a user turn, the tool may not be called
 for the rest of that turn, unless an intervention planted reasoning in it: a refused call is the
 agent's error to correct (or to ask the user about), not the user's to report."""
+PLAN_ONLY = "plan_only"
+"""Tool.metadata key: the tool is offered to the model only in a user turn where an intervention
+planted a plan (ReIn declares its recovery tools this way by default). Small models call a recovery
+tool that is always on offer after ordinary requests too; offered with the plan, it is there
+exactly when the turn was diagnosed as needing it."""
 
 
 @tool(name=THINK_TOOL_NAME, kind=ToolKind.THINK, timeout_s=None)

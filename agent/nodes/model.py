@@ -24,10 +24,10 @@ from agent.nodes.state import (
     plugin_context,
     with_turn,
 )
-from agent.planted_reasoning import PLANTED
+from agent.planted_reasoning import PLANTED, planted_reasoning, without_past_plants
 from agent.plugin_api import ResponseReviewer
 from tools import Tool
-from tools.builtin import RESPOND_NEXT, USER_ERRORS_ONLY
+from tools.builtin import PLAN_ONLY, RESPOND_NEXT, USER_ERRORS_ONLY
 
 # Intermediate steps stream as reasoning, not as answer text.
 _REASONING_STEPS = ("reason", "plan", "summary")
@@ -53,6 +53,10 @@ class ModelNode:
         if steps >= limit:
             return with_turn(state, termination="max_steps")
         history = deps.history(state, config)
+        if deps.interventions:
+            # A plan planted in an earlier user turn answered that turn; left in view, small models
+            # keep following it after the user has clarified (repeating the recovery, or cancelling).
+            history = without_past_plants(history)
         step = mode_step(
             mode,
             history, self.schemas, deps.settings,
@@ -62,7 +66,7 @@ class ModelNode:
         if request.tools and answer_due(history, deps.tools):
             # A recovery tool did its part; what is left is telling the user, not calling it again.
             request = request.model_copy(update={"settings": request.settings.model_copy(update={"tool_choice": "none"})})
-        elif request.tools and (withheld := withheld_tools(history, deps.tools)):
+        elif request.tools and (withheld := withheld_tools(history, deps.tools, bool(turn.get("system_suffix")))):
             allowed = [n for n in tool_names(request.tools) if n not in withheld]
             request = request.model_copy(update={"settings": request.settings.model_copy(update={"allowed_tools": allowed})})
         writer = emitter(config)
@@ -124,25 +128,32 @@ def answer_due(history: Sequence[Message], tools: dict[str, Tool]) -> bool:
     return False
 
 
-def withheld_tools(history: Sequence[Message], tools: dict[str, Tool]) -> set[str]:
-    """The tools marked USER_ERRORS_ONLY (the recovery tools) when a call of another tool was
-    refused in this user turn and no intervention planted reasoning in it; else none.
+def withheld_tools(history: Sequence[Message], tools: dict[str, Tool], planted: bool = False) -> set[str]:
+    """The tools the model may not call at this step of the user turn (planted: a plan entered this
+    turn's system prompt, the naive-prompt-injection baseline's way).
 
-    Small models answer their own refused call ("Error: Order not found") by reporting an internal
-    error, which is for errors in the user's request; a planted plan is the one case where the turn
-    was diagnosed as such, so it keeps them callable."""
+    - Tools marked PLAN_ONLY (ReIn's recovery tools, by default) when no intervention planted a
+      plan in this turn: they are declared with the plan, not beside every ordinary request.
+    - Tools marked USER_ERRORS_ONLY (the recovery tools) when a call of another tool was refused in
+      this turn and no plan was planted in it. Small models answer their own refused call ("Error:
+      Order not found") by reporting an internal error, which is for errors in the user's request;
+      a planted plan is the one case where the turn was diagnosed as such, so it keeps them callable.
+    """
+    if planted:
+        return set()
     refused = False
     for m in reversed(history):
         if m.role == "user":
             break
-        if m.metadata.get(PLANTED):
+        if planted_reasoning(m) is not None:
             return set()
-        if m.role == "tool" and m.is_error:
+        if m.role == "tool" and m.is_error and not m.metadata.get(PLANTED):
             tool = tools.get(m.name or "")
             refused = refused or tool is None or not tool.metadata.get(USER_ERRORS_ONLY)
-    if not refused:
-        return set()
-    return {name for name, t in tools.items() if t.metadata.get(USER_ERRORS_ONLY)}
+    withheld = {name for name, t in tools.items() if t.metadata.get(PLAN_ONLY)}
+    if refused:
+        withheld |= {name for name, t in tools.items() if t.metadata.get(USER_ERRORS_ONLY)}
+    return withheld
 
 
 def _system(prompt: str, turn: TurnState) -> str:

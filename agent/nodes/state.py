@@ -187,4 +187,5 @@ def plugin_context(
         turn=turn_index(state),
         model=deps.model,
         ledger=ledger,
+        system_prompt=deps.system_prompt,
     )

@@ -48,7 +48,7 @@ def test_request_is_compact_and_structured() -> None:
     assert schema["properties"]["error_type"]["enum"] == ["none", *LABELS]
     assert schema["required"] == ["error_type", "rationale"]
     prompt = req.messages[1].text
-    assert "- cancel_pending_order: Cancel a pending order." in prompt
+    assert "- cancel_pending_order(): Cancel a pending order." in prompt  # the card, one line a tool
     assert len(prompt) < 1600  # long turns and tool descriptions are cut
     assert req.messages[0].role == "system" and all(n in req.messages[0].text for n in LABELS)
 

@@ -43,7 +43,7 @@ def test_llm_predictions_give_the_domain_tools_and_are_scored_beside_another_mod
     domains = {d.id: d.domain for d in TEST}
     for row, prompt in zip(rows, prompts, strict=True):
         tool = "get_order_details" if domains[row.dialogue] == "retail" else "get_reservation_details"
-        assert f"- {tool}:" in prompt and prompt.rstrip().endswith("Classify the latest USER message.")
+        assert f"- {tool}(" in prompt and prompt.rstrip().endswith("Classify the latest USER message.")
         assert f"USER: {' '.join(row.text.split())[:600]}" in prompt
     predicted = [f["predicted"] for f in found]
     assert predicted == [("unsupported_domain" if "?" in r.text else "none") for r in rows]

@@ -4,7 +4,6 @@ quiet on error-free turns (scripted models throughout: the agent's and the incep
 from __future__ import annotations
 
 import json
-import logging
 
 import pytest
 
@@ -123,9 +122,12 @@ async def test_inception_sees_the_surface_dialogue_and_books_its_spend() -> None
     assert "report_internal_error with a short summary" not in prompt
     assert inception.requests[1].response_format["json_schema"]["schema"]["properties"]["error_type"]["enum"][0] == "none"
     assert not second.interventions[0]["activated"]
-    # The first turn's plant stays in the history as the agent's earlier reasoning.
+    # The first turn's plan answered that turn: the thread keeps it for the record, but the model
+    # no longer sees it once the user has replied (clarify-then-act).
     history = model.requests[1].messages
-    assert sum(1 for m in history for tc in m.tool_calls if tc.name == THINK_TOOL_NAME) == 1
+    assert sum(1 for m in history for tc in m.tool_calls if tc.name == THINK_TOOL_NAME) == 0
+    stored = await agent.ahistory("t1")
+    assert sum(1 for m in stored for tc in m.tool_calls if tc.name == THINK_TOOL_NAME) == 1
 
 
 async def test_reasoning_block_variant() -> None:
@@ -138,14 +140,27 @@ async def test_reasoning_block_variant() -> None:
     assert "transfer_to_human_agents" in (planted.reasoning or "")
 
 
-async def test_undeclared_recovery_tool_is_recorded_and_warned(caplog: pytest.LogCaptureFixture) -> None:
-    inception = ScriptedModel([verdict("unsupported_operation")])
-    model = ScriptedModel([reply("Sorry, I can't.")])
+async def test_rein_declares_its_recovery_tools_and_offers_them_only_with_a_plan() -> None:
+    inception = ScriptedModel([verdict("unsupported_operation"), verdict("none")])
+    model = ScriptedModel([reply("Sorry, I can't."), reply("Done.")])
     agent = make_agent(model, [ReInIntervention(detector="llm", model=inception)], declare=False)
-    with caplog.at_level(logging.WARNING, logger="interventions.rein"):
-        result = await agent.ainvoke("Gift-wrap order #W1 please.")
-    assert result.interventions[0]["recovery_tool_declared"] is False
-    assert "with_recovery_tools" in caplog.text
+    planted = await agent.ainvoke("Gift-wrap order #W1 please.", "t")
+    assert planted.interventions[0]["recovery_tool_declared"] is True
+    ordinary = await agent.ainvoke("Cancel #W1, no longer needed.", "t")
+    assert not ordinary.interventions[0]["activated"]
+    offered = [model.requests[k].settings.allowed_tools for k in (0, 1)]
+    # With the plan, every tool may be called; without it, ReIn's own tools are withheld.
+    assert offered[0] is None
+    assert offered[1] == ["cancel_pending_order"]
+
+
+async def test_offer_always_keeps_the_recovery_tools_on_every_turn() -> None:
+    inception = ScriptedModel([verdict("none")])
+    model = ScriptedModel([reply("Done.")])
+    agent = make_agent(model, [ReInIntervention(detector="llm", model=inception, offer="always")], declare=False)
+    await agent.ainvoke("Cancel #W1, no longer needed.")
+    assert model.requests[0].settings.allowed_tools is None
+    assert {"report_internal_error", "transfer_to_human_agents"} <= {t["function"]["name"] for t in model.requests[0].tools}
 
 
 def test_with_recovery_tools_declares_recovery_and_think_once() -> None:
