@@ -97,6 +97,15 @@ def load_spec(source: str | Path | dict[str, Any] | AgentSpec) -> tuple[AgentSpe
         raise UserFacingError(f"{where}: {problems}") from None
 
 
+def _beside(options: dict[str, Any], spec_path: Path | None) -> dict[str, Any]:
+    """Plug-in options with relative `*_file` paths resolved against the spec's folder, as
+    system_prompt_file is (a calibration file written beside the spec, say)."""
+    if spec_path is None:
+        return options
+    return {k: str(spec_path.parent / v) if k.endswith("_file") and isinstance(v, str) and not Path(v).is_absolute() else v
+            for k, v in options.items()}
+
+
 def agent_options(source: Any, **overrides: Any) -> dict[str, Any]:
     """The keyword arguments of `Agent(...)` that a spec describes, with its model, tools and
     plug-ins built; keyword overrides replace spec fields (e.g. model=…, checkpointer=…).
@@ -122,7 +131,7 @@ def agent_options(source: Any, **overrides: Any) -> dict[str, Any]:
     interventions: list[Intervention] = []
     for item in spec.interventions:
         plugin = item if isinstance(item, PluginSpec) else PluginSpec(name=item)
-        built = load_intervention(plugin.name, **plugin.options)
+        built = load_intervention(plugin.name, **_beside(plugin.options, path))
         if built is not None:
             interventions.append(built)
     mode = spec.mode if isinstance(spec.mode, PluginSpec) else PluginSpec(name=spec.mode)

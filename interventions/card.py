@@ -129,14 +129,16 @@ class CapabilityCard:
 def build_card(schemas: Sequence[dict[str, Any]], system_prompt: str = "", scope: Scope | None = None) -> CapabilityCard:
     """The card of an agent with these tools (OpenAI function schemas) and system prompt; scope
     None infers it from the system prompt. Cached: the same agent gets the same card object."""
-    blob = json.dumps([list(schemas), system_prompt, scope], sort_keys=True, default=str)
+    own = [s for s in schemas if str(s.get("function", s).get("name", "")) not in REIN_TOOLS]
+    # The key is the agent's own: the same with or without ReIn's tools declared, as calibration needs.
+    blob = json.dumps([own, system_prompt, scope], sort_keys=True, default=str)
     key = hashlib.sha256(blob.encode()).hexdigest()[:16]
     with _lock:
         card = _cards.get(key)
         if card is not None:
             _cards.move_to_end(key)
             return card
-    tools = tuple(t for t in (_tool_card(s) for s in schemas) if t is not None and t.name not in REIN_TOOLS)
+    tools = tuple(t for t in (_tool_card(s) for s in own) if t is not None)
     purpose = _purpose(system_prompt)
     card = CapabilityCard(purpose=purpose, tools=tools, scope=scope or infer_scope(purpose), key=key)
     with _lock:
@@ -195,7 +197,8 @@ def _tool_card(schema: dict[str, Any]) -> ToolCard | None:
 
 def _parameter_card(name: str, prop: dict[str, Any], required: bool) -> ParameterCard:
     # An array's limits and choices sit on its items ("seat classes: [economy, business]").
-    inner = prop.get("items") if prop.get("type") == "array" and isinstance(prop.get("items"), dict) else prop
+    items = prop.get("items")
+    inner: dict[str, Any] = items if prop.get("type") == "array" and isinstance(items, dict) else prop
     enum = inner.get("enum") or prop.get("enum") or ()
     typ = prop.get("type", "")
     return ParameterCard(

@@ -1,6 +1,16 @@
-"""The offline inception module: no LLM, a small classifier over MiniLM features of (context, turn).
+"""The offline inception module: no LLM. Two parts weigh each user turn:
 
-Features, in the order the classifier's meta lists them (FEATURE_BLOCKS):
+- the dialogue classifier reads the turn in its dialogue: the shipped one is a cross-encoder over
+  (request part, last agent turn) (interventions/pair_encoder.py); older ones are linear heads
+  over the MiniLM features below;
+- the card gate (interventions/card_inputs.py) reads how the request sits against the agent's
+  capability card: its tools, their enums and limits, its stated purpose.
+
+A turn activates when the geometric mean of the two error probabilities reaches the threshold
+(chosen on validation agents whose domains the training never saw), so what this agent's card
+shows to be ordinary stays quiet however error-like the words look.
+
+The linear heads' features, in the order the classifier's meta lists them (FEATURE_BLOCKS):
 - request: the MiniLM embedding of the user turn's request part, i.e. the turn without the
   sentences that only greet, identify the user or thank (zeros when nothing is left);
 - agent: the embedding of the last agent turn before it (zeros when there is none);
@@ -27,6 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from agent.plugin_api import InterventionContext
 from interventions.card import CapabilityCard, build_card
+from interventions.card_inputs import INPUTS as CARD_INPUTS
+from interventions.card_inputs import card_features
 from interventions.detection import Detection
 from interventions.error_map import NO_ERROR
 from interventions.turn_text import (
@@ -45,7 +57,9 @@ if TYPE_CHECKING:
     from interventions.pair_encoder import PairEncoder
 
 DEFAULT_DETECTOR_PATH = Path(__file__).resolve().parent / "data" / "detector.npz"
-"""The trained detector shipped with rein (rebuild: python -m interventions.train_detector)."""
+"""The trained dialogue classifier shipped with rein (rebuild: python -m interventions.train_detector)."""
+DEFAULT_GATE_PATH = Path(__file__).resolve().parent / "data" / "card_gate.npz"
+"""The trained card gate shipped with rein (rebuild: python -m research.rein.train)."""
 
 FEATURE_BLOCKS = ("request", "agent", "pair", "surface", "context")
 """Feature blocks of the shipped detector, in row order."""
@@ -151,6 +165,27 @@ def _history_cues(request: np.ndarray, agent: np.ndarray, history: History, embe
     return [float(agent @ request), best, 1.0 if earlier else 0.0]
 
 
+def gated(dialogue: np.ndarray, labels: Sequence[str], gate: np.ndarray, gate_labels: Sequence[str]) -> np.ndarray:
+    """Label probabilities (in labels' order) of the gated rule: a turn's error probability is the
+    geometric mean of the dialogue classifier's and the card gate's, so a turn the agent's card
+    finds ordinary stays quiet however error-like its words; the error type is the likeliest under
+    both (their error distributions multiplied)."""
+    import numpy as np
+
+    column = {lab: k for k, lab in enumerate(gate_labels)}
+    errors = [k for k, lab in enumerate(labels) if lab != NO_ERROR]
+    p_dialogue = dialogue[:, errors].sum(axis=1)
+    p_gate = 1.0 - gate[:, column[NO_ERROR]]
+    p_error = np.sqrt(np.clip(p_dialogue, 0, 1) * np.clip(p_gate, 0, 1))
+    mix = np.stack([dialogue[:, k] * gate[:, column[labels[k]]] if labels[k] in column else dialogue[:, k] * 0
+                    for k in errors], axis=1)
+    mix = mix / np.maximum(mix.sum(axis=1, keepdims=True), 1e-12)
+    out = np.zeros_like(dialogue)
+    out[:, labels.index(NO_ERROR)] = 1.0 - p_error
+    out[:, errors] = mix * p_error[:, None]
+    return out
+
+
 def decide(p_error: float, has_request: bool, threshold: float) -> bool:
     """The activation rule: a request is left in the turn and its error probability reaches threshold."""
     return has_request and p_error >= threshold
@@ -170,21 +205,71 @@ class OfflineDetector:
 
     name = "offline"
 
-    def __init__(self, path: str | Path | None = None, threshold: float | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, threshold: float | None = None,
+                 card_gate: str | Path | None | bool = True) -> None:
         """path: a classifier .npz (default: the shipped one); threshold: error probability needed to
-        activate (None: the threshold chosen on validation when the classifier was trained)."""
+        activate (None: the threshold chosen on validation when the detector was trained); card_gate:
+        the card gate that weighs each turn against the agent's card (True: the shipped one with the
+        shipped classifier, none with another; a path: that gate; False: none)."""
         if threshold is not None and not 0.0 < threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {threshold}")
         self.path = Path(path) if path is not None else DEFAULT_DETECTOR_PATH
         self._threshold = threshold
         self._classifier: TurnClassifier | TwoStageClassifier | PairEncoder | None = None
+        # The shipped gate's threshold was chosen with the shipped dialogue classifier; another
+        # classifier runs alone unless a gate is named for it.
+        shipped = path is None or Path(path).resolve() == DEFAULT_DETECTOR_PATH
+        self.gate_path = (DEFAULT_GATE_PATH if shipped else None) if card_gate is True else Path(card_gate) if card_gate else None
+        self._gate: TurnClassifier | None = None
+        self._calibrated: dict[str, float | None] = {}
+        self._digest: str | None = None
+
+    @property
+    def digest(self) -> str:
+        """A digest of the detector's files, which a calibration records."""
+        if self._digest is None:
+            from interventions.calibration import detector_digest
+
+            self._digest = detector_digest([self.path, self.gate_path])
+        return self._digest
+
+    def threshold_for(self, card: CapabilityCard | None) -> float:
+        """The threshold for an agent: the one given, else the calibration saved for its card and
+        this detector (`rein calibrate`; bundled for the tau2 agents), else the default."""
+        if self._threshold is not None or card is None:
+            return self.threshold
+        if card.key not in self._calibrated:
+            from interventions.calibration import find_calibration
+
+            found = find_calibration(card.key, self.digest)
+            self._calibrated[card.key] = found.threshold if found is not None else None
+        return self._calibrated[card.key] or self.threshold
 
     @property
     def threshold(self) -> float:
-        """The activation threshold in use."""
+        """The activation threshold in use: the given one, else the card gate's (chosen on validation
+        agents for the gated rule), else the dialogue classifier's."""
         if self._threshold is not None:
             return self._threshold
+        if self.gate is not None:
+            return float(self.gate.meta.get("threshold", 0.5))
         return float(self.classifier.meta.get("threshold", 0.5))
+
+    @property
+    def gate(self) -> TurnClassifier | None:
+        """The card gate, loaded on first use (None when the detector runs without one)."""
+        if self._gate is None and self.gate_path is not None:
+            from agent.errors import UserFacingError
+            from interventions.classifier import TurnClassifier
+
+            if not self.gate_path.exists():
+                raise UserFacingError(f"card gate file {self.gate_path} is missing; rebuild it with "
+                                      "`python -m research.rein.train` from a checkout")
+            gate = TurnClassifier.load(self.gate_path)
+            if gate.meta.get("inputs") != CARD_INPUTS or gate.labels[0] != NO_ERROR:
+                raise UserFacingError(f"{self.gate_path} is not a card gate (inputs {CARD_INPUTS})")
+            self._gate = gate
+        return self._gate
 
     @property
     def classifier(self) -> TurnClassifier | TwoStageClassifier | PairEncoder:
@@ -235,19 +320,22 @@ class OfflineDetector:
         from interventions.classifier import TurnClassifier, TwoStageClassifier
 
         clf = self.classifier
-        threshold = self.threshold
         if isinstance(clf, TurnClassifier | TwoStageClassifier):
             described = [tool_texts(t) for t in tools] if tools is not None else None
             probs = clf.predict_proba(turn_features(texts, histories, self.feature_blocks, described))
-        elif clf.card_aware:
-            if cards is None:
-                cards = [build_card(t) for t in tools] if tools is not None else [build_card([])] * len(texts)
-            probs = clf.predict_proba(texts, histories, cards=cards)
         else:
             probs = clf.predict_proba(texts, histories)
+        if self.gate is not None:
+            if cards is None:
+                cards = [build_card(t) for t in tools] if tools is not None else [build_card([])] * len(texts)
+            weighed = self.gate.predict_proba(card_features(texts, histories, cards))
+            probs = gated(probs, clf.labels, weighed, self.gate.labels)
+        elif cards is None and tools is not None:
+            cards = [build_card(t) for t in tools]
         allowed = [i for i, lab in enumerate(clf.labels) if lab != NO_ERROR and (labels is None or lab in labels)]
         out = []
-        for text, row in zip(texts, probs, strict=True):
+        for k, (text, row) in enumerate(zip(texts, probs, strict=True)):
+            threshold = self.threshold_for(cards[k] if cards is not None else None)
             scores = {lab: round(float(p), 4) for lab, p in zip(clf.labels, row, strict=True)}
             if not allowed:
                 out.append(Detection(NO_ERROR, 1.0, detector=self.name, scores=scores))

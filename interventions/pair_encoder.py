@@ -23,8 +23,6 @@ from typing import Any
 import numpy as np
 
 from agent.errors import UserFacingError
-from interventions.card import CapabilityCard
-from interventions.card_inputs import INPUTS, card_inputs
 from interventions.classifier import reading_arrays, write_arrays
 from interventions.turn_text import context_cues, last_agent_turn, request_part, surface_cues
 
@@ -73,25 +71,14 @@ def pair_inputs(texts: Sequence[str], histories: Sequence[History]) -> tuple[lis
     return requests, agents, np.array(cues, dtype=np.float32).reshape(len(requests), CUES)
 
 
-def encoder_inputs(texts: Sequence[str], histories: Sequence[History], cards: Sequence[CapabilityCard] | None
-                   ) -> tuple[list[str], list[str | None], np.ndarray]:
-    """(first segments, second segments, cue rows): with cards, the card-aware inputs (card_inputs);
-    without, the request and the last agent turn (pair_inputs)."""
-    if cards is None:
-        return pair_inputs(texts, histories)
-    requests, contexts, cues = card_inputs(texts, histories, cards)
-    return requests, list(contexts), cues
-
-
-def tokenize(tokenizer: Any, requests: Sequence[str], agents: Sequence[str | None],
-             max_tokens: int = MAX_TOKENS) -> list[dict[str, list[int]]]:
-    """Token ids and type ids of each pair (request first, so truncation cuts the second segment)."""
+def tokenize(tokenizer: Any, requests: Sequence[str], agents: Sequence[str | None]) -> list[dict[str, list[int]]]:
+    """Token ids and type ids of each pair (request first, so truncation cuts the agent turn)."""
     out = []
     for req, agent in zip(requests, agents, strict=True):
         if agent:
-            enc = tokenizer(req, agent, truncation="longest_first", max_length=max_tokens)
+            enc = tokenizer(req, agent, truncation="longest_first", max_length=MAX_TOKENS)
         else:
-            enc = tokenizer(req, truncation=True, max_length=max_tokens)
+            enc = tokenizer(req, truncation=True, max_length=MAX_TOKENS)
         out.append({"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"]})
     return out
 
@@ -190,24 +177,15 @@ class PairEncoder:
             self._layers = layers
         return self._layers
 
-    @property
-    def card_aware(self) -> bool:
-        """Whether it reads the agent's capability card (inputs "card/1") besides the dialogue."""
-        return self.meta.get("inputs") == INPUTS
-
-    def predict_proba(self, texts: Sequence[str], histories: Sequence[History], batch_size: int = 32,
-                      cards: Sequence[CapabilityCard] | None = None) -> np.ndarray:
-        """Label probabilities for user turns, each with the turns before it (and, for a card-aware
-        encoder, its agent's card)."""
+    def predict_proba(self, texts: Sequence[str], histories: Sequence[History], batch_size: int = 32) -> np.ndarray:
+        """Label probabilities for user turns, each with the turns before it."""
         import torch
 
         from agent.softmax import softmax
 
-        if self.card_aware and cards is None:
-            raise ValueError("this detector reads the agent's card: pass cards=")
         model, tokenizer = _load_base()
-        requests, agents, cues = encoder_inputs(texts, histories, cards if self.card_aware else None)
-        items = tokenize(tokenizer, requests, agents, int(self.meta.get("max_tokens", MAX_TOKENS)))
+        requests, agents, cues = pair_inputs(texts, histories)
+        items = tokenize(tokenizer, requests, agents)
         frozen = len(model.encoder.layer) - self.tuned_layers
         pooled = np.zeros((len(items), model.config.hidden_size), dtype=np.float32)
         with torch.no_grad():
@@ -279,12 +257,10 @@ class PairTrainConfig:
 
 
 def train_pair_encoder(texts: Sequence[str], histories: Sequence[History], y: np.ndarray, labels: list[str],
-                       config: PairTrainConfig | None = None, cache: dict[int, list[Any]] | None = None,
-                       cards: Sequence[CapabilityCard] | None = None, max_tokens: int = MAX_TOKENS) -> PairEncoder:
+                       config: PairTrainConfig | None = None, cache: dict[int, list[Any]] | None = None) -> PairEncoder:
     """Fine-tune the top layers and fit the head on user turns with integer labels y, class-balanced.
 
-    cache: frozen states per frozen-layer count, shared between candidates on the same rows;
-    cards: each turn's agent card, for a card-aware encoder."""
+    cache: frozen states per frozen-layer count, shared between candidates on the same rows."""
     import copy
 
     import torch
@@ -296,8 +272,8 @@ def train_pair_encoder(texts: Sequence[str], histories: Sequence[History], y: np
     model, tokenizer = _load_base()
     n_layers = len(model.encoder.layer)
     frozen = n_layers - cfg.tuned_layers
-    requests, agents, cues = encoder_inputs(texts, histories, cards)
-    items = tokenize(tokenizer, requests, agents, max_tokens)
+    requests, agents, cues = pair_inputs(texts, histories)
+    items = tokenize(tokenizer, requests, agents)
     cache = cache if cache is not None else {}
     if frozen not in cache:
         below = [f for f in cache if f < frozen]
@@ -307,7 +283,7 @@ def train_pair_encoder(texts: Sequence[str], histories: Sequence[History], y: np
     for layer in layers:
         layer.train()
     dim = model.config.hidden_size
-    head = torch.nn.Linear(dim + cues.shape[1], len(labels))
+    head = torch.nn.Linear(dim + CUES, len(labels))
     k = len(labels)
     counts = np.bincount(y, minlength=k).astype(np.float64)
     class_w = torch.tensor(np.where(counts > 0, len(y) / (k * np.maximum(counts, 1)), 0.0), dtype=torch.float32)
@@ -342,7 +318,5 @@ def train_pair_encoder(texts: Sequence[str], histories: Sequence[History], y: np
              for name, t in layer.state_dict().items()}
     w = head.weight.detach().numpy().T.astype(np.float32)
     b = head.bias.detach().numpy().astype(np.float32)
-    meta: dict[str, Any] = {"train": vars(cfg) | {"rows": len(items), "loss_per_epoch": losses}, "max_tokens": max_tokens}
-    if cards is not None:
-        meta["inputs"] = INPUTS
+    meta = {"train": vars(cfg) | {"rows": len(items), "loss_per_epoch": losses}}
     return PairEncoder(labels=list(labels), tuned_layers=cfg.tuned_layers, layer_state=state, head=(w, b), meta=meta)

@@ -69,7 +69,14 @@ class DiagnosingIntervention:
         detector_file: str | Path | None = None,
         offer: Offer = "on_plan",
         scope: Scope | None = None,
+        calibration_file: str | Path | None = None,
     ) -> None:
+        self.calibration = None
+        if calibration_file is not None:
+            from interventions.calibration import Calibration
+
+            self.calibration = Calibration.load(calibration_file)
+            threshold = self.calibration.threshold if threshold is None else threshold
         if offer not in ("on_plan", "always"):
             raise ValueError(f"offer must be 'on_plan' or 'always', not {offer!r}")
         if scope not in (None, "general", "narrow"):
@@ -79,6 +86,7 @@ class DiagnosingIntervention:
         self.offer: Offer = offer
         self.scope: Scope | None = scope
         self._warned_missing = False
+        self._warned_card = False
 
     def declared_tools(self) -> list[Tool]:
         """The recovery tools and the think tool that carries the plan; with offer="on_plan" they are
@@ -93,10 +101,15 @@ class DiagnosingIntervention:
         user = latest_user_turn(ctx.dialogue)
         if not user.strip():
             return None
+        card = build_card(ctx.tools, ctx.system_prompt, self.scope)
+        if self.calibration is not None and self.calibration.card != card.key and not self._warned_card:
+            log.warning("%s: the agent's tools or system prompt changed since it was calibrated; "
+                        "run `rein calibrate` again", self.name)
+            self._warned_card = True
         found = await self.diagnose(ctx)
         if not found.is_error or found.error_type not in self.error_map.error_types:
             return None
-        if found.error_type in DOMAIN_ERRORS and build_card(ctx.tools, ctx.system_prompt, self.scope).scope == "general":
+        if found.error_type in DOMAIN_ERRORS and card.scope == "general":
             return None
         recovery = self.error_map.recovery(found.error_type, user_turn=user, rationale=found.rationale)
         declared = recovery.recovery_tool not in missing_recovery_tools(ctx.tools, self.error_map)
@@ -137,13 +150,15 @@ class ReInIntervention(DiagnosingIntervention):
         detector_file: str | Path | None = None,
         offer: Offer = "on_plan",
         scope: Scope | None = None,
+        calibration_file: str | Path | None = None,
     ) -> None:
         """detector: "offline" (no LLM), "llm" (model, default the agent's), "cascade" (offline
         proposes, LLM confirms) or a Detector; via: think_tool or reasoning_block; threshold: the
         offline detector's activation threshold (None: the one chosen on validation, or a
         calibration's); offer: "on_plan" declares the recovery tools only in turns with a plan,
         "always" in every turn; scope: "general" or "narrow" overrides what the system prompt says
-        (a general assistant is never told a request is outside its domain)."""
+        (a general assistant is never told a request is outside its domain); calibration_file: a
+        file written by `rein calibrate`, whose threshold is used unless threshold is given."""
         if via not in ("think_tool", "reasoning_block"):
             raise ValueError(
                 f"ReIn plants reasoning as think_tool or reasoning_block, not {via!r} "
@@ -151,6 +166,6 @@ class ReInIntervention(DiagnosingIntervention):
             )
         super().__init__(
             detector=detector, model=model, error_map=error_map, threshold=threshold, detector_file=detector_file,
-            offer=offer, scope=scope,
+            offer=offer, scope=scope, calibration_file=calibration_file,
         )
         self.via = via

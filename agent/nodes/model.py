@@ -63,10 +63,13 @@ class ModelNode:
             system=_system(deps.system_prompt, turn), step=steps, limit=limit, config=deps.mode_config,
         )
         request = step.request
+        if request.tools and (unplanned := unplanned_tools(history, deps.tools, bool(turn.get("system_suffix")))):
+            kept = [t for t in request.tools if t.get("function", t).get("name") not in unplanned]
+            request = request.model_copy(update={"tools": kept})
         if request.tools and answer_due(history, deps.tools):
             # A recovery tool did its part; what is left is telling the user, not calling it again.
             request = request.model_copy(update={"settings": request.settings.model_copy(update={"tool_choice": "none"})})
-        elif request.tools and (withheld := withheld_tools(history, deps.tools, bool(turn.get("system_suffix")))):
+        elif request.tools and (withheld := withheld_tools(history, deps.tools)):
             allowed = [n for n in tool_names(request.tools) if n not in withheld]
             request = request.model_copy(update={"settings": request.settings.model_copy(update={"allowed_tools": allowed})})
         writer = emitter(config)
@@ -128,19 +131,34 @@ def answer_due(history: Sequence[Message], tools: dict[str, Tool]) -> bool:
     return False
 
 
-def withheld_tools(history: Sequence[Message], tools: dict[str, Tool], planted: bool = False) -> set[str]:
-    """The tools the model may not call at this step of the user turn (planted: a plan entered this
-    turn's system prompt, the naive-prompt-injection baseline's way).
+def plan_in_turn(history: Sequence[Message]) -> bool:
+    """Whether an intervention planted a plan (reasoning) in the current user turn."""
+    for m in reversed(history):
+        if m.role == "user":
+            return False
+        if planted_reasoning(m) is not None:
+            return True
+    return False
 
-    - Tools marked PLAN_ONLY (ReIn's recovery tools, by default) when no intervention planted a
-      plan in this turn: they are declared with the plan, not beside every ordinary request.
-    - Tools marked USER_ERRORS_ONLY (the recovery tools) when a call of another tool was refused in
-      this turn and no plan was planted in it. Small models answer their own refused call ("Error:
-      Order not found") by reporting an internal error, which is for errors in the user's request;
-      a planted plan is the one case where the turn was diagnosed as such, so it keeps them callable.
-    """
-    if planted:
+
+def unplanned_tools(history: Sequence[Message], tools: dict[str, Tool], planted: bool = False) -> set[str]:
+    """The tools marked PLAN_ONLY (ReIn's recovery tools, by default) when no plan was planted in this
+    user turn (planted: a plan entered this turn's system prompt, the naive-prompt-injection
+    baseline's way). They are left out of the request altogether, not just made uncallable: a small
+    model that reads "report_internal_error: the request cannot be processed as stated" beside an
+    ordinary question echoes it."""
+    if planted or plan_in_turn(history):
         return set()
+    return {name for name, t in tools.items() if t.metadata.get(PLAN_ONLY)}
+
+
+def withheld_tools(history: Sequence[Message], tools: dict[str, Tool]) -> set[str]:
+    """The tools marked USER_ERRORS_ONLY (the recovery tools) when a call of another tool was
+    refused in this user turn and no intervention planted reasoning in it; else none.
+
+    Small models answer their own refused call ("Error: Order not found") by reporting an internal
+    error, which is for errors in the user's request; a planted plan is the one case where the turn
+    was diagnosed as such, so it keeps them callable."""
     refused = False
     for m in reversed(history):
         if m.role == "user":
@@ -150,10 +168,9 @@ def withheld_tools(history: Sequence[Message], tools: dict[str, Tool], planted: 
         if m.role == "tool" and m.is_error and not m.metadata.get(PLANTED):
             tool = tools.get(m.name or "")
             refused = refused or tool is None or not tool.metadata.get(USER_ERRORS_ONLY)
-    withheld = {name for name, t in tools.items() if t.metadata.get(PLAN_ONLY)}
-    if refused:
-        withheld |= {name for name, t in tools.items() if t.metadata.get(USER_ERRORS_ONLY)}
-    return withheld
+    if not refused:
+        return set()
+    return {name for name, t in tools.items() if t.metadata.get(USER_ERRORS_ONLY)}
 
 
 def _system(prompt: str, turn: TurnState) -> str:

@@ -36,7 +36,10 @@ def test_cards_are_cached_per_agent_and_change_with_its_tools() -> None:
     assert build_card([REFILL], "You are a helpful assistant.") is first
     first.cache["x"] = 1
     assert build_card([REFILL], "You are a helpful assistant.").cache == {"x": 1}
-    assert build_card([REFILL, THINK], "You are a helpful assistant.").key != first.key
+    # ReIn's own tools leave the card (and its key) as it was; a tool of the agent's changes it.
+    assert build_card([REFILL, THINK, TRANSFER], "You are a helpful assistant.").key == first.key
+    other = {"type": "function", "function": {"name": "order_status", "description": "Status of an order."}}
+    assert build_card([REFILL, other], "You are a helpful assistant.").key != first.key
 
 
 @pytest.mark.parametrize(("prompt", "scope"), [

@@ -12,6 +12,7 @@ from agent.errors import UserFacingError
 from agent.models import ScriptedModel, reply
 from agent.runtime import Agent
 from interventions import ReInIntervention, with_recovery_tools
+from interventions.card import build_card
 from interventions.classifier import (
     ClassifierTrainConfig,
     TurnClassifier,
@@ -23,11 +24,11 @@ from interventions.dialogue_dataset import (
     DIALOGUES_PATH,
     context_turns,
     read_dialogues,
-    read_domain_tools,
 )
 from interventions.offline import (
     BLOCK_WIDTHS,
     DEFAULT_DETECTOR_PATH,
+    DEFAULT_GATE_PATH,
     FEATURE_BLOCKS,
     OfflineDetector,
     decide,
@@ -143,6 +144,38 @@ def test_shipped_detector_file_is_small_and_described() -> None:
     assert metrics["threshold"] == clf.meta["threshold"]
 
 
+def tau2_card(domain: str):  # noqa: ANN201
+    """A tau2 agent's card as `rein run` builds it: rein's domain toolkit and the domain's policy."""
+    from scenarios.domains import domain_policy, load_domain
+
+    return build_card([t.openai_schema() for t in load_domain(domain).agent_toolkit()], domain_policy(domain))
+
+
+def retail_card():  # noqa: ANN201
+    return tau2_card("retail")
+
+
+def row_domains(rows: list, dialogues: list) -> list[str]:
+    domain = {d.id: d.domain for d in dialogues}
+    return [domain[r.dialogue] for r in rows]
+
+
+def test_shipped_card_gate_is_small_and_chosen_on_validation_agents() -> None:
+    gate = OfflineDetector().gate
+    assert gate is not None and gate.labels[0] == "none" and DEFAULT_GATE_PATH.stat().st_size < 100_000
+    assert gate.meta["inputs"] == "card-cues/1" and gate.meta["budget"] == 0.02
+    assert gate.meta["validation"]["agents"]["false_activations"] <= 0.02
+    # Validation and test agents are never among the training agents.
+    assert not set(gate.meta["data"]["validation_agents"]) & set(gate.meta["data"]["train_agents"])
+
+
+def test_the_tau2_agents_use_their_bundled_calibration() -> None:
+    detector = OfflineDetector()
+    assert detector.threshold_for(retail_card()) < detector.threshold
+    assert detector.threshold_for(build_card([], "You are the assistant of a bakery.")) == detector.threshold
+    assert OfflineDetector(threshold=0.7).threshold_for(retail_card()) == 0.7
+
+
 @pytest.mark.slow
 def test_shipped_detector_in_context_and_inside_rein() -> None:
     detector = OfflineDetector()
@@ -158,10 +191,10 @@ def test_shipped_detector_in_context_and_inside_rein() -> None:
             "Please cancel order #W2890441, but make sure it still ships to me this week.",
         ],
         [greet, greet, [*identified, ("assistant", "Shall I cancel order #W2890441 now? Please confirm (yes/no).")], greet, [], identified],
-        tools=[read_domain_tools()["retail"]] * 6,
+        cards=[retail_card()] * 6,
     )
     assert [d.is_error for d in found] == [False, False, False, True, True, True]
-    assert found[3].error_type == "unsupported_domain" and found[3].confidence >= detector.threshold
+    assert found[3].error_type == "unsupported_domain" and found[3].confidence >= detector.threshold_for(retail_card())
     assert set(found[3].scores) == set(detector.classifier.labels)
 
     model = ScriptedModel([reply("Thanks, I found you. What can I do?"), reply("I can only help with orders.")])
@@ -181,14 +214,16 @@ def test_shipped_detector_in_context_and_inside_rein() -> None:
 def test_shipped_detector_keeps_its_test_quality_on_a_sample() -> None:
     dialogues = [d for d in read_dialogues(DIALOGUES_PATH) if d.split == "test"][::5]
     rows = context_turns(dialogues)
-    found = OfflineDetector().classify_turns([r.text for r in rows], [r.history for r in rows], tools=row_tools(rows, dialogues))
+    found = OfflineDetector().classify_turns([r.text for r in rows], [r.history for r in rows], tools=row_tools(rows, dialogues),
+                                             cards=[tau2_card(d) for d in row_domains(rows, dialogues)])
     errors = [d.error_type for r, d in zip(rows, found, strict=True) if r.label != "none"]
     clean = [d.error_type for r, d in zip(rows, found, strict=True) if r.label == "none"]
     identity = [d.error_type for r, d in zip(rows, found, strict=True) if r.kind in ("identity", "greeting")]
     recall = sum(p != "none" for p in errors) / len(errors)
     false_activations = sum(p != "none" for p in clean) / len(clean)
-    # Floors under the documented test numbers (docs/rein.md, "Test-split precision and recall").
-    assert recall >= 0.3 and false_activations <= 0.08
+    # Floors under the documented test numbers (docs/rein.md: 80.6% recall, 9.5% false activations
+    # on the whole tau2 test split, at the bundled calibrations).
+    assert recall >= 0.6 and false_activations <= 0.14
     assert identity and all(p == "none" for p in identity)
 
 
@@ -197,7 +232,7 @@ _IDENTIFIED = [*_GREET, ("user", "Hi, I'm Ana Lopez, zip code 10001."), ("assist
 
 
 def _types(cases: list[tuple[list[tuple[str, str]], str]]) -> list[str]:
-    found = OfflineDetector().classify_turns([t for _, t in cases], [h for h, _ in cases], tools=[read_domain_tools()["retail"]] * len(cases))
+    found = OfflineDetector().classify_turns([t for _, t in cases], [h for h, _ in cases], cards=[retail_card()] * len(cases))
     return [d.error_type for d in found]
 
 

@@ -148,9 +148,9 @@ async def test_rein_declares_its_recovery_tools_and_offers_them_only_with_a_plan
     assert planted.interventions[0]["recovery_tool_declared"] is True
     ordinary = await agent.ainvoke("Cancel #W1, no longer needed.", "t")
     assert not ordinary.interventions[0]["activated"]
-    offered = [model.requests[k].settings.allowed_tools for k in (0, 1)]
-    # With the plan, every tool may be called; without it, ReIn's own tools are withheld.
-    assert offered[0] is None
+    offered = [[t["function"]["name"] for t in model.requests[k].tools] for k in (0, 1)]
+    # With the plan, ReIn's tools are declared beside the agent's; without it, they are left out.
+    assert set(offered[0]) == {"cancel_pending_order", "report_internal_error", "transfer_to_human_agents", THINK_TOOL_NAME}
     assert offered[1] == ["cancel_pending_order"]
 
 
@@ -177,11 +177,11 @@ def test_plugins_load_by_name_with_keyword_options() -> None:
     assert isinstance(load_intervention("npi", detector="llm"), NaivePromptInjection)
     assert isinstance(load_intervention("self-refine"), SelfRefine)
     assert load_intervention("none") is None
-    # Defaults: the offline detector, loaded lazily (constructing it reads no file and no model),
-    # with the activation threshold calibrated at training time unless one is given.
+    # Defaults: the offline detector with its card gate, loaded lazily (constructing it reads no file
+    # and no model), with the gated rule's threshold chosen on validation agents unless one is given.
     default = load_intervention("rein").detector
-    assert default.name == "offline" and default._classifier is None
-    assert default.threshold == default.classifier.meta["threshold"]
+    assert default.name == "offline" and default._classifier is None and default._gate is None
+    assert default.threshold == default.gate.meta["threshold"]
     assert load_intervention("npi", threshold=0.6).detector.threshold == 0.6
 
 
