@@ -39,7 +39,7 @@ class AgentSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = "agent"
     """Agent name (also its model id when served)."""
-    model: str = "local:qwen2.5-coder-0.5b"
+    model: str = "local:qwen2.5-coder-1.5b"
     """Model by name: local:NAME, openai:NAME, echo, cassette:PATH."""
     model_options: dict[str, Any] = Field(default_factory=dict)
     """Adapter options (base_url, api_key, n_ctx, …)."""

@@ -45,14 +45,24 @@ async def demo(model_name: str | None, skip_suite: bool, out: str | None) -> int
 
 
 async def tool_dialogue(model: Any) -> bool:
-    """One user turn on the mock domain; the agent should call create_task."""
-    from agent.events import FinalAnswer, TokenDelta, ToolCallEvent, ToolResultEvent
+    """One user turn on the mock domain, with ReIn on; the agent should call create_task, and ReIn
+    should stay silent (an ordinary request)."""
+    from agent.events import (
+        FinalAnswer,
+        InterventionApplied,
+        TokenDelta,
+        ToolCallEvent,
+        ToolResultEvent,
+    )
+    from agent.plugins import load_intervention
     from agent.runtime import Agent
     from scenarios.domains import domain_policy, load_domain
 
     env = load_domain("mock")
     before = env.dump()
-    agent = Agent(model, env.agent_toolkit(), domain_policy("mock"), checkpointer="memory")
+    rein = load_intervention("rein")
+    agent = Agent(model, env.agent_toolkit(), domain_policy("mock"), checkpointer="memory",
+                  interventions=[rein] if rein is not None else [])
     print("1) A dialogue with a tool (tau2 mock domain)")
     print(f"   user  > {DIALOGUE}")
     started = time.perf_counter()
@@ -66,6 +76,9 @@ async def tool_dialogue(model: Any) -> bool:
         elif isinstance(event, ToolResultEvent):
             status = "error" if event.is_error else "ok"
             print(f"   tool result ← [{status}] {event.content[:160]}\n   agent > ", end="", flush=True)
+        elif isinstance(event, InterventionApplied):
+            verdict = f"planted a plan ({event.record.get('error_type')})" if event.activated else "no error found"
+            print(f"\n   ReIn        · {verdict}\n   agent > ", end="", flush=True)
         elif isinstance(event, FinalAnswer):
             final = event
     await agent.aclose()
@@ -123,10 +136,10 @@ async def example_suite(model_name: str, out: str | None) -> bool:
 
     paths = sorted(str(p) for p in EXAMPLES.glob("mock_*.yaml"))
     target = out or str(Path("rein-results") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}")
-    print(f"2) The example scenario suite ({len(paths)} scripted dialogues on the mock domain, graded)")
+    print(f"2) The example scenario suite ({len(paths)} scripted dialogues on the mock domain, graded, with ReIn)")
     parser = argparse.ArgumentParser(prog="rein run")
     run_cli.add_arguments(parser)
-    args = parser.parse_args([*paths, "--model", model_name, "--out", target])
+    args = parser.parse_args([*paths, "--model", model_name, "--intervention", "rein", "--out", target])
     # run_cli is synchronous (it owns its event loop), so it runs in a worker thread here.
     try:
         status = await asyncio.to_thread(run_cli.run, args)

@@ -27,7 +27,7 @@ ERROR_TYPE_NAMES: tuple[ErrorTypeName, ...] = get_args(ErrorTypeName)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `rein run`."""
     parser.add_argument("paths", nargs="+", metavar="PATH", help="scenario files (.yaml/.yml/.json), tau2 tasks.json files, or folders of them")
-    parser.add_argument("--model", default=None, help="agent model: local:NAME (default local:qwen2.5-coder-0.5b), openai:NAME, echo, or scripted (each scenario's agent.script)")
+    parser.add_argument("--model", default=None, help="agent model: local:NAME (default local:qwen2.5-coder-1.5b), openai:NAME, echo, or scripted (each scenario's agent.script)")
     parser.add_argument("--base-url", default=None, help="base URL of an OpenAI-compatible server for openai:NAME models")
     parser.add_argument("--user-model", default=None, help="model of simulated users (default: the agent's model; none with --model scripted)")
     parser.add_argument("--judge-model", default=None, help="model that judges nl_assertions (without one they are skipped, with a note)")

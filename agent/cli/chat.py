@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     """Agent options shared by commands that build one agent."""
     parser.add_argument("--spec", help="agent spec file (YAML or JSON); other options override it")
-    parser.add_argument("--model", help="model name: local:qwen2.5-coder-0.5b (default), openai:NAME, echo")
+    parser.add_argument("--model", help="model name: local:qwen2.5-coder-1.5b (default), local:qwen2.5-coder-0.5b (faster), openai:NAME, echo")
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint for openai:NAME models")
     parser.add_argument("--api-key", help="API key for the endpoint (default: $OPENAI_API_KEY)")
     parser.add_argument("--tools", nargs="*", help="toolkits to give the agent (default: builtin)")

@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "action", nargs="?", default="list", choices=["list", "prepare", "bench"],
         help="list (default), prepare an embedded model's file, or bench its speed",
     )
-    parser.add_argument("name", nargs="?", default="qwen2.5-coder-0.5b", help="embedded model name")
+    parser.add_argument("name", nargs="?", default="qwen2.5-coder-1.5b", help="embedded model name")
     parser.add_argument("--verify", action="store_true", help="prepare: hash the file even if a stamp vouches for it")
     parser.add_argument("--tokens", type=int, default=64, help="bench: tokens to generate (default 64)")
     parser.add_argument("--threads", type=int, default=None, help="bench: llama.cpp threads (default: half the cores)")

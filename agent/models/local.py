@@ -82,7 +82,7 @@ class LocalModel(Model):
 
     def __init__(
         self,
-        name: str = "qwen2.5-coder-0.5b",
+        name: str = "qwen2.5-coder-1.5b",
         n_ctx: int | None = None,
         n_threads: int | None = None,
         seed: int = 0,

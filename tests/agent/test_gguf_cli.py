@@ -15,7 +15,8 @@ def test_lists_every_provider(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for name in ("local:qwen2.5-coder-0.5b", "local:smollm2-135m", "openai:MODEL", "cassette:PATH", "echo"):
         assert name in out
-    assert "(default)" in out.splitlines()[1]
+    default = next(line for line in out.splitlines() if "(default)" in line)
+    assert default.startswith("local:qwen2.5-coder-1.5b")
 
 
 def test_unknown_local_model_is_a_user_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -134,7 +134,7 @@ async def test_a_conversation_longer_than_the_context_is_a_clear_error(model: Lo
 
 @pytest.mark.slow
 async def test_an_unsized_window_grows_past_4096_tokens_up_to_the_trained_length() -> None:
-    auto = LocalModel()  # n_ctx unset: sized per request
+    auto = LocalModel("qwen2.5-coder-0.5b")  # n_ctx unset: sized per request (the 0.5B: the faster to fill)
     long = ModelRequest(messages=[Message.user("word " * 4150 + "\nReply with OK.")], settings=settings(4))
     response = await auto.complete(long)
     loaded = auto.load()
