@@ -81,3 +81,15 @@ def without_past_plants(history: list[Message]) -> list[Message]:
     if not any(m.metadata.get(PLANTED) for m in history[:last_user]):
         return history
     return [m for k, m in enumerate(history) if k > last_user or not m.metadata.get(PLANTED)]
+
+
+def planted_turns(history: list[Message]) -> dict[int, str]:
+    """The user turns (0-based) in which a plan was planted, with the intervention that planted it."""
+    out: dict[int, str] = {}
+    turn = -1
+    for m in history:
+        if m.role == "user":
+            turn += 1
+        elif turn >= 0 and planted_reasoning(m) is not None:
+            out.setdefault(turn, str(m.metadata.get(PLANTED)))
+    return out

@@ -38,6 +38,8 @@ class InterventionContext:
     """Book any model spend here (label it with the intervention's name)."""
     system_prompt: str = ""
     """The agent's system prompt (its stated purpose), read-only: interventions never change it."""
+    planted: dict[int, str] = field(default_factory=dict)
+    """The earlier user turns in which a plan was planted, with the intervention that planted it."""
 
 
 @dataclass

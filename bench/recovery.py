@@ -39,13 +39,15 @@ from scenarios.recovery.report import as_json, markdown, summarize_arm  # noqa: 
 from scenarios.runner import run_batch  # noqa: E402
 
 
-def arm_options(name: str, model, detector: str, detector_file: Path | None = None) -> RunOptions:  # noqa: ANN001
-    """Run options of one arm: the shared model and a fresh intervention per run."""
+def arm_options(name: str, model, detector: str, detector_file: Path | None = None, offer: str = "on_plan") -> RunOptions:  # noqa: ANN001
+    """Run options of one arm: the shared model and a fresh intervention per run; offer: when the
+    diagnosing arms declare their recovery tools (on_plan: only with a plan; always)."""
     if name not in intervention_names():
         raise UserFacingError(f"unknown intervention {name!r}; known: {', '.join(intervention_names())}")
     options: dict[str, object] = {}
     if name in ("rein", "npi"):  # the arms that diagnose turns
         options["detector"] = detector
+        options["offer"] = offer
         if detector_file is not None:
             if not detector_file.exists():
                 raise UserFacingError(f"detector file {detector_file} does not exist")
@@ -82,10 +84,10 @@ async def run(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         result = await run_batch(
             scenarios,
-            arm_options(arm, model, args.detector, args.detector_file),
+            arm_options(arm, model, args.detector, args.detector_file, args.offer),
             out / arm,
             resume=args.resume,
-            config={"model": args.model, "intervention": arm, "detector": args.detector, "suite": str(args.suite),
+            config={"model": args.model, "intervention": arm, "detector": args.detector, "offer": args.offer, "suite": str(args.suite),
                     "detector_file": str(args.detector_file or "")},
             progress=not args.no_progress,
         )
@@ -93,7 +95,7 @@ async def run(args: argparse.Namespace) -> int:
         print(f"{arm}: {len(result.records)} runs in {time.perf_counter() - started:.0f}s -> {out / arm}", file=sys.stderr)
     table = markdown(summaries)
     chosen = "".join(f", {flag} {value}" for flag, value in (("tags", args.tags), ("ids", args.ids), ("limit", args.limit)) if value)
-    header = f"Model {args.model}, {len(scenarios)} scenarios from {args.suite}{chosen}, detector {args.detector}.\n\n"
+    header = f"Model {args.model}, {len(scenarios)} scenarios from {args.suite}{chosen}, detector {args.detector}, offer {args.offer}.\n\n"
     (out / "comparison.md").write_text(header + table + "\n", encoding="utf-8")
     (out / "comparison.json").write_text(json.dumps(as_json(summaries), indent=1) + "\n", encoding="utf-8")
     print(header + table)
@@ -108,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tags", default=None, help="keep scenarios carrying every one of these comma-separated tags (e.g. retail)")
     parser.add_argument("--ids", default=None, help="keep only these comma-separated scenario ids")
     parser.add_argument("--interventions", default="none,rein,npi", help="comma-separated arms (none, rein, npi, self-refine)")
-    parser.add_argument("--detector", default="offline", choices=["offline", "llm"], help="inception module of rein and npi")
+    parser.add_argument("--detector", default="offline", choices=["offline", "llm", "cascade"], help="inception module of rein and npi")
+    parser.add_argument("--offer", default="on_plan", choices=["on_plan", "always"],
+                        help="when rein and npi offer their recovery tools: with a plan only (default), or always")
     parser.add_argument("--detector-file", type=Path, default=None,
                         help="the offline detector's classifier .npz for rein and npi (default: the shipped one)")
     parser.add_argument("--suite", type=Path, default=SUITE_PATH, help="suite file")

@@ -25,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="share of ordinary turns allowed to activate (default 0.02)")
     parser.add_argument("--logged", metavar="FILE",
                         help="the agent's own user turns, one per line (real traffic, counted as ordinary)")
+    parser.add_argument("--lower", action="store_true",
+                        help="allow a threshold below the detector's own (only with --logged real traffic)")
     parser.add_argument("--out", metavar="FILE", help="where to write the calibration (default: SPEC with .rein.json)")
     parser.add_argument("--json", action="store_true", help="print the calibration as JSON")
 
@@ -32,7 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Calibrate, print, write; 0 on success."""
     from agent.spec import agent_options
-    from interventions.calibration import BUDGET, CalibrationTurn, calibrate, card_turns
+    from interventions.calibration import (
+        BUDGET,
+        CalibrationTurn,
+        calibrate,
+        calibrations_dir,
+        card_turns,
+    )
     from interventions.card import build_card
     from interventions.offline import OfflineDetector
     from interventions.rein import DiagnosingIntervention
@@ -54,9 +62,14 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UserFacingError(f"cannot read {args.logged}: {exc.strerror or exc}") from None
         turns += [CalibrationTurn(t.strip(), [], "none", "logged") for t in lines if t.strip()]
-    result = calibrate(offline, card, turns, BUDGET if args.budget is None else args.budget)
+    if args.lower and not args.logged:
+        raise UserFacingError("--lower needs --logged: turns built from the card alone are plainer than real traffic")
+    result = calibrate(offline, card, turns, BUDGET if args.budget is None else args.budget, lower=args.lower)
     out = Path(args.out) if args.out else spec.with_suffix(".rein.json")
     result.save(out)
+    saved = calibrations_dir() / f"{card.key}.json"
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    result.save(saved)
     if args.json:
         print(json.dumps(result.__dict__, indent=2))
         return 0
@@ -67,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
                          ("chosen for this agent", result.at_chosen, result.threshold)):
         print(f"| {label} {t:.3f} | {_pct(at, 'false_activations')} of {at['ordinary_turns']} | "
               f"{_pct(at, 'recall')} of {at['error_turns']} | {_pct(at, 'right_tool')} |")
-    print(f"\nwrote {out}; use it with\n  interventions: [{{name: rein, options: {{calibration_file: {out.name}}}}}]")
+    print(f"\nwrote {out} and {saved}: ReIn uses it for this agent (same tools and system prompt) from now on;"
+          f"\nto pin it in the spec: interventions: [{{name: rein, options: {{calibration_file: {out.name}}}}}]")
     return 0
 
 

@@ -154,8 +154,15 @@ def card_turns(card: CapabilityCard, seed: int = 0, requests: Path = REQUESTS_PA
     return out
 
 
-def calibrate(detector: Any, card: CapabilityCard, turns: Sequence[CalibrationTurn], budget: float = BUDGET) -> Calibration:
-    """Score the offline detector on the turns and choose the agent's threshold."""
+def calibrate(detector: Any, card: CapabilityCard, turns: Sequence[CalibrationTurn], budget: float = BUDGET,
+              lower: bool = False) -> Calibration:
+    """Score the offline detector on the turns and choose the agent's threshold.
+
+    The threshold never goes below the detector's own unless lower is set: turns built from a card
+    are plainer than real traffic, so a lower threshold that keeps them quiet lets real ordinary
+    turns through (measured on the test agents: 8.4% false activations against 4.6%,
+    research/rein/results/2026-12-06-card-gate.md). Raising it, where the agent's own ordinary turns
+    already activate, is safe. With logged real traffic, lowering can be asked for."""
     if not 0.0 <= budget < 1.0:
         raise ValueError(f"budget must be in [0, 1), got {budget}")
     if not any(t.label == NO_ERROR for t in turns):
@@ -165,10 +172,12 @@ def calibrate(detector: Any, card: CapabilityCard, turns: Sequence[CalibrationTu
     types = [max((k for k in d.scores if k != NO_ERROR), key=lambda k: d.scores[k], default=NO_ERROR) for d in found]
     clean = [m for m, t in zip(mass, turns, strict=True) if t.label == NO_ERROR]
     threshold = next((x for x in THRESHOLDS if sum(m >= x for m in clean) / len(clean) <= budget), THRESHOLDS[-1])
+    default = float(detector.threshold)
+    if not lower:
+        threshold = max(threshold, default)
     kinds: dict[str, int] = {}
     for t in turns:
         kinds[t.kind] = kinds.get(t.kind, 0) + 1
-    default = float(detector.threshold)
     return Calibration(threshold=threshold, budget=budget, card=card.key, detector=detector.digest, default_threshold=default,
                        at_default=_scores(turns, mass, types, default), at_chosen=_scores(turns, mass, types, threshold),
                        turns=kinds)

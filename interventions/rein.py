@@ -101,6 +101,10 @@ class DiagnosingIntervention:
         user = latest_user_turn(ctx.dialogue)
         if not user.strip():
             return None
+        if ctx.planted.get(ctx.turn - 1) == self.name:
+            # This turn answers the question the last plan had the agent ask ("which order?"): a
+            # clarification, to be acted on, not diagnosed again (clarify-then-act).
+            return None
         card = build_card(ctx.tools, ctx.system_prompt, self.scope)
         if self.calibration is not None and self.calibration.card != card.key and not self._warned_card:
             log.warning("%s: the agent's tools or system prompt changed since it was calibrated; "

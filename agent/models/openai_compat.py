@@ -172,8 +172,10 @@ class OpenAIModel(Model):
         tools = callable_tools(request.tools, s.allowed_tools)
         if tools:
             params["tools"] = tools
-            if s.tool_choice:
-                params["tool_choice"] = s.tool_choice
+            # "auto" is OpenAI's default with tools, but llama-cpp-python's function-calling chat
+            # formats treat a request without tool_choice as one without tools: the model never
+            # sees them and never calls one. Saying it costs nothing anywhere else.
+            params["tool_choice"] = s.tool_choice or "auto"
         if s.temperature is not None:
             params["temperature"] = s.temperature
         if s.max_tokens is not None:

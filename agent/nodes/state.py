@@ -15,7 +15,7 @@ from agent.messages import Message, ModelSettings
 from agent.models import base as model_base
 from agent.modes import PLAIN_AGENTIC, Mode, ModeConfig, StepLimits
 from agent.nodes.history import HistoryMemo
-from agent.planted_reasoning import surface_dialogue
+from agent.planted_reasoning import planted_turns, surface_dialogue
 from agent.plugin_api import FixedMode, Intervention, InterventionContext, ModePolicy
 from agent.terminations import Termination
 from tools import Tool
@@ -181,11 +181,13 @@ def plugin_context(
     deps: GraphDeps, schemas: list[dict[str, Any]], state: AgentState, config: RunnableConfig | None, ledger: CostLedger
 ) -> InterventionContext:
     """What plug-ins see; built only when a plug-in runs."""
+    history = deps.history(state, config)
     return InterventionContext(
-        dialogue=surface_dialogue(deps.history(state, config)),
+        dialogue=surface_dialogue(history),
         tools=schemas,
         turn=turn_index(state),
         model=deps.model,
         ledger=ledger,
         system_prompt=deps.system_prompt,
+        planted=planted_turns(history),
     )

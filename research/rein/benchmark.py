@@ -2,6 +2,7 @@
 test agents (domains unseen in training) and the tau2 test split.
 
     python -m research.rein.benchmark [--card-gate FILE|none] [--threshold T] [--json]
+    python -m research.rein.benchmark --calibrated  # each test agent calibrated from its card first
     python -m research.rein.benchmark --latency     # p95 per turn with a card of 20 tools
 
 Prints a markdown table, one line per test agent, then the totals and the tau2 line.
@@ -41,13 +42,30 @@ def table(scores: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def evaluate(detector: OfflineDetector, rows: Sequence[Row]) -> dict[str, Any]:
-    """Scores of a detector on the test agents and the tau2 test split."""
+def calibrated(detector: OfflineDetector, rows: Sequence[Row], lower: bool = False) -> list[str]:
+    """Verdicts with each agent at the threshold `rein calibrate` would choose for it (turns built
+    from its card alone, no labels), instead of the detector's default."""
+    from interventions.calibration import calibrate, card_turns
+
+    cards = {r.agent: r.card for r in rows}
+    thresholds = {agent: calibrate(detector, card, card_turns(card), lower=lower).threshold for agent, card in cards.items()}
+    found = detector.classify_turns([r.text for r in rows], [r.history for r in rows], cards=[r.card for r in rows])
+    mass = [d.confidence if d.is_error else 1.0 - d.confidence for d in found]
+    types = [max((k for k in d.scores if k != "none"), key=lambda k: d.scores[k]) for d in found]
+    return [t if m >= thresholds[r.agent] else "none" for t, m, r in zip(types, mass, rows, strict=True)]
+
+
+def evaluate(detector: OfflineDetector, rows: Sequence[Row], per_agent_calibration: bool = False, lower: bool = False) -> dict[str, Any]:
+    """Scores of a detector on the test agents and the tau2 test split (per_agent_calibration: each
+    test agent at the threshold its card-built turns give)."""
     out: dict[str, Any] = {"threshold": detector.threshold, "card_gate": str(detector.gate_path or "none")}
     for part in ("test", "tau2"):
         chosen = [r for r in rows if r.split == part]
-        found = detector.classify_turns([r.text for r in chosen], [r.history for r in chosen], cards=[r.card for r in chosen])
-        predicted = [d.error_type for d in found]
+        if per_agent_calibration and part == "test":
+            predicted = calibrated(detector, chosen, lower)
+        else:
+            found = detector.classify_turns([r.text for r in chosen], [r.history for r in chosen], cards=[r.card for r in chosen])
+            predicted = [d.error_type for d in found]
         out[part] = {"agents": per_agent(chosen, predicted), "total": summary(chosen, predicted)}
         if part == "test":
             kinds = sorted({r.kind for r in chosen if r.label == "none"})
@@ -85,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--card-gate", default=None, help="a card gate file, or 'none' for the dialogue classifier alone")
     parser.add_argument("--threshold", type=float, default=None)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--calibrated", action="store_true", help="each test agent at the threshold `rein calibrate` chooses for it")
+    parser.add_argument("--lower", action="store_true", help="with --calibrated: let calibration go below the default")
     parser.add_argument("--latency", action="store_true", help="measure per-turn latency instead")
     args = parser.parse_args(argv)
     gate: str | bool = True if args.card_gate is None else False if args.card_gate == "none" else args.card_gate
@@ -92,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.latency:
         print(json.dumps(latency(detector)))
         return 0
-    scores = evaluate(detector, build_rows())
+    scores = evaluate(detector, build_rows(), args.calibrated, args.lower)
     if args.json:
         print(json.dumps(scores, indent=2))
         return 0

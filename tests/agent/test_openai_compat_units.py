@@ -218,3 +218,14 @@ def test_a_server_is_sent_only_the_tools_it_may_call() -> None:
     assert [t["function"]["name"] for t in params["tools"]] == ["b"] and params["tool_choice"] == "auto"
     none_left = request.model_copy(update={"settings": ModelSettings(allowed_tools=[], tool_choice="auto")})
     assert "tools" not in model._params(none_left, "served-model")
+
+
+def test_tools_go_with_an_explicit_tool_choice() -> None:
+    # llama-cpp-python's chatml-function-calling drops the tools of a request without tool_choice.
+    tools = [{"type": "function", "function": {"name": "a", "parameters": {"type": "object"}}}]
+    model = OpenAIModel("served-model", base_url="http://127.0.0.1:9/v1")
+    params = model._params(ModelRequest(messages=[Message.user("hi")], tools=tools), "served-model")
+    assert params["tool_choice"] == "auto"
+    assert "tool_choice" not in model._params(ModelRequest(messages=[Message.user("hi")]), "served-model")
+    forced = ModelRequest(messages=[Message.user("hi")], tools=tools, settings=ModelSettings(tool_choice="none"))
+    assert model._params(forced, "served-model")["tool_choice"] == "none"

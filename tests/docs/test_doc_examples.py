@@ -1,4 +1,4 @@
-"""The runnable examples of docs/runtime.md, models.md, scenarios.md, tracing.md and mcp.md still
+"""The runnable examples of docs/runtime.md, models.md, scenarios.md, tracing.md, mcp.md and rein.md still
 run and print what the pages say.
 
 Markers (HTML comments, invisible when the page is rendered) sit on the line before a fence:
@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PAGES = ("runtime.md", "models.md", "scenarios.md", "tracing.md", "mcp.md")
+PAGES = ("runtime.md", "models.md", "scenarios.md", "tracing.md", "mcp.md", "rein.md")
 _MARKER = re.compile(r"^<!--\s*doc-test(?::\s*(output|file\s+(\S+)))?\s*-->\s*$")
 _FENCE = re.compile(r"^```(\w*)\s*$")
 

@@ -261,3 +261,24 @@ def test_shipped_detector_lets_an_opening_that_states_amounts_pass() -> None:
     assert _types(
         [(_GREET, "Hi, I'm Ana Lopez, zip code 10001. My order came to $420 but I only have $300 on my gift card, so I need another way to pay.")]
     ) == ["none"]
+
+
+def _function(name: str, description: str, properties: dict | None = None) -> dict:
+    return {"type": "function", "function": {"name": name, "description": description,
+                                             "parameters": {"type": "object", "properties": properties or {}}}}
+
+
+@pytest.mark.slow
+def test_adding_a_tool_to_the_card_flips_an_unsupported_verdict() -> None:
+    bank = [_function("get_balance", "Get the balance of one of the customer's accounts.",
+                      {"account": {"type": "string", "enum": ["checking", "savings"]}}),
+            _function("transfer_funds", "Transfer money between the customer's own accounts.",
+                      {"amount": {"type": "number", "maximum": 10000}})]
+    weather = _function("get_weather", "Current weather and forecast of a city.", {"city": {"type": "string"}})
+    prompt = "You are the assistant of Acme Bank. You help customers with their accounts."
+    detector = OfflineDetector()
+    ask = "What's the weather in Paris tomorrow?"
+    without, with_tool = (detector.classify_turns([ask], [[]], cards=[build_card(tools, prompt)])[0]
+                          for tools in (bank, [*bank, weather]))
+    assert without.error_type == "unsupported_domain"
+    assert with_tool.error_type == "none"

@@ -109,19 +109,21 @@ async def test_error_free_dialogue_gets_no_injection() -> None:
 
 async def test_inception_sees_the_surface_dialogue_and_books_its_spend() -> None:
     inception = ScriptedModel([verdict("vague_reference"), verdict("none")])
-    model = ScriptedModel([reply("Which order do you mean?"), reply("Cancelling #W2 then.")])
+    model = ScriptedModel([reply("Which order do you mean?"), reply("Cancelling #W2 then."), reply("You're welcome.")])
     agent = make_agent(model, [ReInIntervention(detector="llm", model=inception)])
     first = await agent.ainvoke("Cancel it.", "t1")
-    second = await agent.ainvoke("Order #W2, please.", "t1")
+    await agent.ainvoke("Order #W2, please.", "t1")  # the clarification: not diagnosed again
+    third = await agent.ainvoke("Thanks, that's all.", "t1")
 
     assert [e.label for e in first.ledger.entries if e.label == "inception"] == ["inception"]
     assert first.ledger.usage.input_tokens > 0
-    # Second turn: the inception request holds the conversation but not the first turn's plan.
+    # Third turn: the inception request holds the conversation but not the first turn's plan.
+    assert len(inception.requests) == 2
     prompt = inception.requests[1].messages[-1].text
     assert "USER: Cancel it." in prompt and "AGENT: Which order do you mean?" in prompt
     assert "report_internal_error with a short summary" not in prompt
     assert inception.requests[1].response_format["json_schema"]["schema"]["properties"]["error_type"]["enum"][0] == "none"
-    assert not second.interventions[0]["activated"]
+    assert not third.interventions[0]["activated"]
     # The first turn's plan answered that turn: the thread keeps it for the record, but the model
     # no longer sees it once the user has replied (clarify-then-act).
     history = model.requests[1].messages
