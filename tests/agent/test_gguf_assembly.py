@@ -210,7 +210,7 @@ def test_real_model_file_is_assembled_and_verified(tmp_path: Path, monkeypatch: 
     """The six installed part packages join into the known Qwen2.5-Coder GGUF (about 4 s)."""
     monkeypatch.setenv("REIN_CACHE_DIR", str(tmp_path))
     spec = gguf.LOCAL_MODELS["qwen2.5-coder-0.5b"]
-    path = ensure_model_file()
+    path = ensure_model_file("qwen2.5-coder-0.5b")
     assert path == tmp_path / spec.filename
     assert path.stat().st_size == spec.size
     with path.open("rb") as f:

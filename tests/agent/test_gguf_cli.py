@@ -28,7 +28,7 @@ def test_unknown_local_model_is_a_user_error(capsys: pytest.CaptureFixture[str])
 @pytest.mark.slow
 def test_prepare_prints_the_verified_file(capsys: pytest.CaptureFixture[str]) -> None:
     # The user's cache, as the embedded-model tests use it: assembled once, reused after.
-    spec = LOCAL_MODELS["qwen2.5-coder-0.5b"]
+    spec = LOCAL_MODELS["qwen2.5-coder-1.5b"]  # the default model
     assert main(["models", "prepare"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == str(cache_dir() / spec.filename)

@@ -44,7 +44,7 @@ def report_internal_error(summary: str) -> str:
 
 @pytest.fixture(scope="module")
 def model() -> LocalModel:
-    return LocalModel(n_ctx=2048)
+    return LocalModel("qwen2.5-coder-0.5b", n_ctx=2048)  # the faster of the two bundled models
 
 
 def settings(max_tokens: int) -> ModelSettings:

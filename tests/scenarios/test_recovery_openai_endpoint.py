@@ -30,7 +30,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     spec = LOCAL_MODELS["qwen2.5-coder-1.5b"]
     try:
         metadata.distribution(spec.distributions[-1])
@@ -38,18 +38,21 @@ def server() -> Iterator[str]:
     except (metadata.PackageNotFoundError, ImportError) as exc:
         pytest.skip(f"needs the 1.5B and llama-cpp-python[server]: {exc}")
     port = _free_port()
+    # llama.cpp logs its load at length: to a file, as a pipe nobody reads would fill and stall it.
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    stream = log.open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(ensure_model_file("qwen2.5-coder-1.5b")),
          "--model_alias", "qwen15", "--chat_format", "chatml-function-calling", "--n_ctx", "8192",
          "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=stream, stderr=subprocess.STDOUT, text=True,
     )
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited: {proc.stderr.read()[-2000:] if proc.stderr else ''}")
+                pytest.fail(f"llama_cpp.server exited: {log.read_text(errors='replace')[-2000:]}")
             try:
                 with urllib.request.urlopen(f"{url}/models", timeout=2):
                     break
@@ -64,6 +67,7 @@ def server() -> Iterator[str]:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+        stream.close()
 
 
 @pytest.mark.slow
