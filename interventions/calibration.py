@@ -183,23 +183,28 @@ def calibrate(detector: Any, card: CapabilityCard, turns: Sequence[CalibrationTu
                        turns=kinds)
 
 
-def _scores(turns: Sequence[CalibrationTurn], mass: Sequence[float], types: Sequence[str], threshold: float) -> dict[str, Any]:
+def verdict_scores(gold: Sequence[str], predicted: Sequence[str]) -> dict[str, Any]:
+    """False activations on the error-free turns; recall, the right recovery tool and recall per
+    error type on the others (gold and predicted: "none" or an error type, per turn)."""
     emap = load_error_map()
-    fired = [m >= threshold for m in mass]
-    clean = [f for f, t in zip(fired, turns, strict=True) if t.label == NO_ERROR]
-    errors = [(t.label, ty, f) for t, ty, f in zip(turns, types, fired, strict=True) if t.label != NO_ERROR]
-    caught = [(g, p) for g, p, f in errors if f]
+    clean = [p != NO_ERROR for g, p in zip(gold, predicted, strict=True) if g == NO_ERROR]
+    errors = [(g, p) for g, p in zip(gold, predicted, strict=True) if g != NO_ERROR]
+    caught = [(g, p) for g, p in errors if p != NO_ERROR]
     by_label = {}
-    for label in sorted({g for g, _, _ in errors}):
-        mine = [f for g, _, f in errors if g == label]
+    for label in sorted({g for g, _ in errors}):
+        mine = [p != NO_ERROR for g, p in errors if g == label]
         by_label[label] = {"turns": len(mine), "recall": round(sum(mine) / len(mine), 4)}
     return {
         "ordinary_turns": len(clean), "false_activations": round(sum(clean) / len(clean), 4) if clean else 0.0,
         "error_turns": len(errors), "recall": round(len(caught) / len(errors), 4) if errors else 0.0,
-        "right_tool": round(sum(emap.recovery_tool(g) == emap.recovery_tool(p) for g, p in caught if p != NO_ERROR)
-                            / len(caught), 4) if caught else 0.0,
+        "right_tool": round(sum(emap.recovery_tool(g) == emap.recovery_tool(p) for g, p in caught) / len(caught), 4)
+        if caught else 0.0,
         "by_error_type": by_label,
     }
+
+
+def _scores(turns: Sequence[CalibrationTurn], mass: Sequence[float], types: Sequence[str], threshold: float) -> dict[str, Any]:
+    return verdict_scores([t.label for t in turns], [ty if m >= threshold else NO_ERROR for ty, m in zip(types, mass, strict=True)])
 
 
 def _far(card: CapabilityCard, texts: Sequence[str]) -> list[str]:

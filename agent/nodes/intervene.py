@@ -29,7 +29,7 @@ class InterveneNode:
         turn = turn_index(state)
         writer = emitter(config)
         ledger = CostLedger()
-        ctx = plugin_context(self.deps, self.schemas, state, config, ledger)
+        ctx = plugin_context(self.deps, self.schemas, state, config, ledger, with_plants=True)
         planted: list[dict[str, Any]] = []
         records: list[dict[str, Any]] = []
         suffix: list[str] = []

@@ -178,9 +178,11 @@ def cfg(config: RunnableConfig | None, key: str, default: Any = None) -> Any:
 
 
 def plugin_context(
-    deps: GraphDeps, schemas: list[dict[str, Any]], state: AgentState, config: RunnableConfig | None, ledger: CostLedger
+    deps: GraphDeps, schemas: list[dict[str, Any]], state: AgentState, config: RunnableConfig | None, ledger: CostLedger,
+    with_plants: bool = False,
 ) -> InterventionContext:
-    """What plug-ins see; built only when a plug-in runs."""
+    """What plug-ins see; built only when a plug-in runs. with_plants: also which earlier turns held
+    a plan (a scan of the whole thread, so only the intervention slot asks for it)."""
     history = deps.history(state, config)
     return InterventionContext(
         dialogue=surface_dialogue(history),
@@ -189,5 +191,5 @@ def plugin_context(
         model=deps.model,
         ledger=ledger,
         system_prompt=deps.system_prompt,
-        planted=planted_turns(history),
+        planted=planted_turns(history) if with_plants else {},
     )

@@ -37,7 +37,7 @@ def table(scores: dict[str, dict[str, Any]]) -> str:
     lines = ["| agent | error-free turns | false activations | error turns | recall | right tool |",
              "|---|---:|---:|---:|---:|---:|"]
     for agent, s in scores.items():
-        lines.append(f"| {agent} | {s['clean']} | {100 * s['false_activations']:.1f}% | {s['errors']} | "
+        lines.append(f"| {agent} | {s['ordinary_turns']} | {100 * s['false_activations']:.1f}% | {s['error_turns']} | "
                      f"{100 * s['recall']:.1f}% | {100 * s['right_tool']:.1f}% |")
     return "\n".join(lines)
 
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(test["agents"] | {"**all test agents**": test["total"], "**tau2 test split**": scores["tau2"]["total"]}))
     print("\nfalse activations by kind of error-free turn (test agents):")
     for kind, s in test["false_activations_by_kind"].items():
-        print(f"  {kind}: {100 * s['false_activations']:.1f}% of {s['clean']}")
+        print(f"  {kind}: {100 * s['false_activations']:.1f}% of {s['ordinary_turns']}")
     return 0
 
 

@@ -17,9 +17,11 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from interventions.calibration import verdict_scores
 from interventions.card_inputs import INPUTS, card_features
 from interventions.classifier import ClassifierTrainConfig, TurnClassifier, train_classifier
 from interventions.error_map import NO_ERROR, load_error_map
@@ -59,18 +61,9 @@ def choose_threshold(clean: Sequence[float], budget: float = BUDGET) -> float:
     return THRESHOLDS[-1]
 
 
-def summary(rows: Sequence[Row], predicted: Sequence[str]) -> dict[str, float | int]:
-    """False activations on error-free rows; recall and right recovery tool on error rows."""
-    emap = load_error_map()
-    clean = [p != NO_ERROR for r, p in zip(rows, predicted, strict=True) if r.label == NO_ERROR]
-    errors = [(r.label, p) for r, p in zip(rows, predicted, strict=True) if r.label != NO_ERROR]
-    caught = [(g, p) for g, p in errors if p != NO_ERROR]
-    right = sum(emap.recovery_tool(g) == emap.recovery_tool(p) for g, p in caught)
-    return {
-        "clean": len(clean), "false_activations": round(sum(clean) / len(clean), 4) if clean else 0.0,
-        "errors": len(errors), "recall": round(len(caught) / len(errors), 4) if errors else 0.0,
-        "right_tool": round(right / len(caught), 4) if caught else 0.0,
-    }
+def summary(rows: Sequence[Row], predicted: Sequence[str]) -> dict[str, Any]:
+    """False activations, recall and right recovery tool of verdicts on rows (calibration's scoring)."""
+    return verdict_scores([r.label for r in rows], predicted)
 
 
 def main(argv: list[str] | None = None) -> int:
