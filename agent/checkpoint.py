@@ -27,6 +27,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from agent.checkpoint_batching import HeldWrites, WriteBatching
 from agent.errors import UserFacingError
+from agent.sqlite_file import FileWatch, create_private
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -110,7 +111,7 @@ async def connect_sqlite(path: str | Path, synchronous: Literal["NORMAL", "FULL"
     """
     import aiosqlite
 
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    create_private(path)
     conn = aiosqlite.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000)
     # aiosqlite's worker thread is not a daemon: a program that ends by an exception before it
     # closes its Agent would hang at exit. SQLite's commits are atomic, so dying mid-call is safe.
@@ -168,10 +169,31 @@ def commit_statements(conn: sqlite3.Connection, many: HeldWrites, single: Sequen
 async def _open_sqlite(path: Path, stack: contextlib.AsyncExitStack) -> Any:
     # WAL lets readers run beside the writer; the busy timeout turns "database is locked" into a wait.
     conn = await connect_sqlite(path)
-    stack.push_async_callback(conn.close)
+    stack.push_async_callback(close_sqlite, conn)
     saver = BatchedSqliteSaver(conn)
     await saver.setup()
+    saver.watch = FileWatch.take(path)  # after setup: the -wal file exists by then
     return saver
+
+
+CLOSE_CHECKPOINT_WAIT_MS = 2_000
+"""How long closing waits for other connections' readers to let the write-ahead log be emptied."""
+
+
+async def close_sqlite(conn: Any) -> None:
+    """Close a connection from `connect_sqlite`, first copying the write-ahead log into the database
+    file and emptying it.
+
+    SQLite does that by itself only when the last connection to the file closes, and another
+    connection (the thread leases', another process's) is often still open then: the committed
+    threads stayed in the -wal file alone, and a backup of the .sqlite file alone held none of them."""
+    try:
+        await conn.execute(f"PRAGMA busy_timeout={CLOSE_CHECKPOINT_WAIT_MS}")
+        await conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.Error:
+        pass  # nothing is lost: the log stays beside the file and is replayed on the next open
+    finally:
+        await conn.close()
 
 
 _WRITE_SQL = (
@@ -196,6 +218,9 @@ class BatchedSqliteSaver(WriteBatching, AsyncSqliteSaver):
         super().__init__(*args, **kwargs)
         self._txn = asyncio.Lock()
         self._twin: SqliteSaver | None = None
+        self.watch: FileWatch | None = None
+        """The database file as opened (set by `open_checkpointer`): each commit checks that it is still
+        the file at its path, since one deleted or replaced meanwhile takes the commit with it."""
 
     async def aget_tuple(self, config: RunnableConfig) -> Any:
         await self._flush(config)
@@ -242,6 +267,7 @@ class BatchedSqliteSaver(WriteBatching, AsyncSqliteSaver):
             row = (str(conf["thread_id"]), conf["checkpoint_ns"], checkpoint["id"], conf.get("checkpoint_id"),
                    *self.serde.dumps_typed(checkpoint), metadata_json.encode("utf-8", "ignore"))
             await self._on_thread(commit_statements, held, [(_CHECKPOINT_SQL, row)])
+            self._check_file()
         return self._stored(
             {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": conf["checkpoint_ns"], "checkpoint_id": checkpoint["id"]}}
         )
@@ -252,6 +278,12 @@ class BatchedSqliteSaver(WriteBatching, AsyncSqliteSaver):
             if held:
                 await self.setup()
                 await self._on_thread(commit_statements, held, ())
+                self._check_file()
+
+    def _check_file(self) -> None:
+        # After the commit: one that raced a deletion is reported, not confirmed.
+        if self.watch is not None:
+            self.watch.check()
 
 
 _CHECKPOINT_SQL = (

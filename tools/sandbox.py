@@ -4,12 +4,16 @@ One `SandboxSession` owns one worker process (tools/sandbox_worker.py) and speak
 pipes. The worker's namespace persists between `run` calls. What the code may touch is limited in
 layers: an AST check and an allow-list of builtins (no imports, no dunder or private attributes,
 no open/getattr/eval/type); OS limits in the child (CPU time, address space, no new file
-descriptors, no child processes, no file writes; privileges dropped when started as root); and,
-where bubblewrap is usable, namespaces around the whole worker (tools/sandbox_bwrap.py: no
-network, no host files beyond /usr and Python, no host processes). `SandboxSession.layers` says
-which are active. Wall time is enforced here: a worker that overruns is killed and replaced at
-once; the new worker gets the namespace back from the snapshot the old one sent after its last
-run, and the result says which variables could not be brought back.
+descriptors, no child processes, no file writes; privileges dropped when started as root); and an
+OS layer the kernel enforces: bubblewrap namespaces around the whole worker where usable
+(tools/sandbox_bwrap.py: no network, no host files beyond /usr and Python, no host processes),
+and Landlock + seccomp applied by the worker to itself where the kernel has them
+(tools/sandbox_kernel.py: no files but the standard library, no TCP, no sockets, no exec). With
+neither, a session refuses to start unless the host opts out with os_layer="none".
+`SandboxSession.layers` says which are active. Wall time is enforced here: a worker that overruns
+is killed and replaced at once; the new worker gets the namespace back from the snapshot the old
+one sent after its last run, under the CPU limit, and the result says which variables could not be
+brought back (all of them, with `restore_error`, when restoring failed and the session was reset).
 
 Hosts extend the sandbox with trusted `preamble` source (exec'd in the worker before the limits
 apply; its public names become visible to the code) plus picklable `data`. Preamble code may call
@@ -38,6 +42,7 @@ from typing import Any
 from tools.sandbox_bwrap import WORKER_PATH, bwrap_command, python_executable
 from tools.sandbox_limits import (
     BASE_LAYERS,
+    OsPlan,
     SandboxError,
     SandboxLimits,
     resolve_os_layer,
@@ -76,6 +81,8 @@ class SandboxResult:
     """After a reset: variables the new worker got back, as they were after the last finished run."""
     lost: list[str] = field(default_factory=list)
     """After a reset: variables that could not be brought back (lambdas, generators, too large, ...)."""
+    restore_error: str | None = None
+    """After a reset: why restoring the variables failed (e.g. a def whose default loops); all are gone."""
 
     @property
     def ok(self) -> bool:
@@ -99,6 +106,9 @@ class SandboxResult:
 
 
     def _reset_notice(self) -> str:
+        if self.restore_error:
+            return (f"[the sandbox was restarted and restoring the earlier variables failed ({self.restore_error}): "
+                    "the session was reset and all variables are gone]")
         if not self.restored:
             return "[the sandbox was restarted: variables from earlier runs are gone]"
         notice = "[the sandbox was restarted: variables were restored as they were before this run"
@@ -127,7 +137,8 @@ class SandboxSession:
         """What the worker reported at start (e.g. whether it dropped root privileges)."""
         self.os_layer_note = ""
         """Why the OS layer is or is not active, once the session has started."""
-        self._bwrap = False
+        self._plan = OsPlan(False, "off", False, "")
+        self._restore_error: str | None = None
         self._snapshot: dict[str, str] = {}
         """Per variable, the worker's last pickled copy (base64); opaque here, never unpickled."""
         self._aliases: dict[str, str] = {}
@@ -151,8 +162,12 @@ class SandboxSession:
         layers = list(BASE_LAYERS)
         if self.worker_info.get("privileges_dropped"):
             layers.append("uid-nobody")
-        if self._bwrap:
+        if self._plan.bwrap:
             layers.append("bwrap")
+        if self.worker_info.get("landlock_abi"):
+            layers.append("landlock")
+        if self.worker_info.get("seccomp"):
+            layers.append("seccomp")
         return layers
 
     def describe(self) -> str:
@@ -205,7 +220,7 @@ class SandboxSession:
                 self._replace_worker(result)
             elif reset:
                 result.namespace_reset = True
-                result.restored, result.lost = notice
+                result.restored, result.lost, result.restore_error = notice
             result.duration_s = time.perf_counter() - started
             return result
 
@@ -234,7 +249,7 @@ class SandboxSession:
             result.error_message = f"{result.error_message}; the sandbox could not be restarted: {exc}"
             return
         self._lost = False
-        result.restored, result.lost = self._restore_notice
+        result.restored, result.lost, result.restore_error = self._restore_notice
 
     # -- process management ------------------------------------------------------------
 
@@ -244,9 +259,35 @@ class SandboxSession:
         if self._proc is not None:
             self._kill()
             self._lost = True
-        self._bwrap, self.os_layer_note = resolve_os_layer(self.limits.os_layer)
+        self._plan = resolve_os_layer(self.limits.os_layer)
+        self.os_layer_note = self._plan.note
+        self._restore_error = None
+        restore = self._restore_request()
+        try:
+            self._start_worker(restore)
+        except SandboxError as exc:
+            if restore is None:
+                raise
+            # The saved variables broke the start (a def whose default loops, say): a session that
+            # tried again with them would fail on every later run, so it starts clean instead.
+            lost = sorted({*self._snapshot, *self._aliases, *self._unrestorable})
+            self._forget_snapshot()
+            self._unrestorable = lost
+            self._restore_error = str(exc)
+            self._start_worker(None)
+
+    def _restore_request(self) -> dict[str, Any] | None:
+        if not (self._snapshot or self._aliases) or self.limits.snapshot_bytes <= 0:
+            return None
+        entries = {}
+        for name, blob in self._snapshot.items():
+            with contextlib.suppress(ValueError):
+                entries[name] = base64.b64decode(blob, validate=True)
+        return {"entries": entries, "aliases": dict(self._aliases)}
+
+    def _start_worker(self, restore: dict[str, Any] | None) -> None:
         python = [python_executable(), "-I", "-S", "-X", "utf8"]
-        if self._bwrap:
+        if self._plan.bwrap:
             argv = [*bwrap_command(_bwrap_binary(), _WORKER), *python, WORKER_PATH]
         else:
             argv = [*python, str(_WORKER)]
@@ -271,14 +312,10 @@ class SandboxSession:
                     "cpu_s": self.limits.cpu_s, "memory_mb": self.limits.memory_mb,
                     "output_chars": self.limits.output_chars, "max_events": self.limits.max_events,
                     "session_cpu_s": self.limits.session_cpu_s,
-                    "snapshot_bytes": self.limits.snapshot_bytes,
+                    "snapshot_bytes": self.limits.snapshot_bytes, "kernel": self._plan.kernel,
                 }}
-        if (self._snapshot or self._aliases) and self.limits.snapshot_bytes > 0:
-            entries = {}
-            for name, blob in self._snapshot.items():
-                with contextlib.suppress(ValueError):
-                    entries[name] = base64.b64decode(blob, validate=True)
-            init["restore"] = {"entries": entries, "aliases": dict(self._aliases)}
+        if restore is not None:
+            init["restore"] = restore
         try:
             payload = pickle.dumps(init, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:
@@ -289,20 +326,23 @@ class SandboxSession:
             reply = self._receive(time.monotonic() + self.limits.startup_s)
         except _WorkerGone as exc:
             self._kill()
-            raise SandboxError(f"the sandbox worker failed to start: {exc}") from None
+            stage = "while restoring the saved variables" if restore is not None else "to start"
+            raise SandboxError(f"the sandbox worker failed {stage}: {exc}") from None
         if not reply.get("ok"):
             self._kill()
-            raise SandboxError(f"the sandbox preamble failed: {reply.get('error')}\n{reply.get('traceback') or ''}")
+            stage = str(reply.get("stage") or "preamble")
+            detail = "" if stage == "restore" else f"\n{reply.get('traceback') or ''}"
+            raise SandboxError(f"the sandbox {stage} failed: {reply.get('error')}{detail}")
         self.worker_info = {k: v for k, v in reply.items() if k != "ok"}
 
     @property
-    def _restore_notice(self) -> tuple[list[str], list[str]]:
-        """What the current worker restored from the snapshot, and what stayed lost."""
+    def _restore_notice(self) -> tuple[list[str], list[str], str | None]:
+        """What the current worker restored from the snapshot, what stayed lost, and why restoring failed."""
         if "restored" not in self.worker_info:
-            return [], list(self._unrestorable)
+            return [], list(self._unrestorable), self._restore_error
         restored = [str(n) for n in self.worker_info.get("restored") or []]
         lost = self._unrestorable + [str(n) for n in self.worker_info.get("restore_failed") or []]
-        return restored, sorted(set(lost))
+        return restored, sorted(set(lost)), None
 
     def _kill(self) -> None:
         proc, self._proc = self._proc, None
@@ -407,7 +447,7 @@ class SandboxSession:
             code = self._proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             return None
-        if self._bwrap and code > 128:
+        if self._plan.bwrap and code > 128:
             return -(code - 128)  # bwrap reports a worker killed by signal N as exit 128 + N
         return code
 

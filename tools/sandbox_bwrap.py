@@ -21,12 +21,11 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-OsLayer = Literal["auto", "bwrap", "none"]
-OS_LAYERS: tuple[str, ...] = ("auto", "bwrap", "none")
 WORKER_PATH = "/sandbox/sandbox_worker.py"
 """Where the worker script is mounted inside the sandbox."""
+WORKER_MODULES = ("sandbox_kernel.py", "sandbox_snapshot.py")
+"""The worker's sibling files, which it loads by path: mounted beside it in /sandbox."""
 
 
 @dataclass(frozen=True)
@@ -59,8 +58,10 @@ def bwrap_command(bwrap: str, worker: Path) -> list[str]:
     executable = python_executable()
     if not executable.startswith(prefix.rstrip("/") + "/") and not executable.startswith("/usr/"):
         args += ["--ro-bind", executable, executable]
+    args += ["--ro-bind", str(worker), WORKER_PATH]
+    for name in WORKER_MODULES:
+        args += ["--ro-bind", str(worker.with_name(name)), f"/sandbox/{name}"]
     args += [
-        "--ro-bind", str(worker), WORKER_PATH,
         "--proc", "/proc",
         "--dev", "/dev",
         "--tmpfs", "/tmp",

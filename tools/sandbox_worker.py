@@ -4,20 +4,20 @@ Run as a script (`python -I -S sandbox_worker.py`); it speaks length-prefixed fr
 stdin/stdout: pickled requests from the parent (trusted) and JSON answers back (so a worker
 taken over by hostile code still cannot make the parent unpickle anything). Importable as a
 module too, so the parent and tests share `check_code`. Standard library only: the child starts
-without site-packages and never imports rein.
+without site-packages and never imports rein; it loads its sibling files (sandbox_snapshot.py, and
+sandbox_kernel.py for the Landlock + seccomp layer) by path.
 
 Two guarantees hold however hostile the code: the CPU limit cannot be caught (after it fires, every
 further line of sandboxed code raises it again, so `except:` or `finally: continue` only delay it
 by one line), and the worker always answers (a result it cannot encode becomes an error). After
 each run the worker sends the host a snapshot of the namespace so that a worker that has to die
 (a C-level crash, a C call that ignores the CPU timer) can be replaced by one with the same
-variables.
+variables, restored under the same CPU limit.
 """
 
 from __future__ import annotations
 
 import ast
-import base64
 import io
 import json
 import math
@@ -30,8 +30,27 @@ import struct
 import sys
 import time
 import traceback
-import types
 from typing import Any
+
+
+def _load_sibling(name: str) -> Any:
+    """A module from this file's directory, by path: the worker runs without rein on sys.path."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
+
+
+if __package__:  # imported as tools.sandbox_worker by the host or a test
+    from tools import sandbox_snapshot as _snapshots
+else:
+    _snapshots = _load_sibling("sandbox_snapshot")
 
 HEADER = struct.Struct(">I")
 SOURCE_NAME = "<sandbox>"
@@ -73,6 +92,10 @@ class ForbiddenCode(Exception):
 
 class CpuTimeExceeded(BaseException):
     """Raised inside the worker when a step uses up its CPU time; raised again on every later line, so it cannot be caught."""
+
+
+class RestoreFailed(Exception):
+    """Restoring the saved variables hit the CPU limit; the host resets the session."""
 
 
 class OutputLimitExceeded(BaseException):
@@ -156,13 +179,10 @@ class Worker:
         self.repr.maxstring = self.repr.maxother = 400
         self.repr.maxlist = self.repr.maxtuple = self.repr.maxdict = self.repr.maxset = 50
         self.exported = {name: self.namespace[name] for name in exports}
-        self.def_sources: dict[str, tuple[types.CodeType, str]] = {}
-        """Source of each top-level `def` still bound to its name, so a snapshot can re-create it."""
+        self.snapshots = _snapshots.Snapshots(int(self.limits.get("snapshot_bytes", 0)), self.exported, SOURCE_NAME)
+        """What the last snapshot sent, and the source of each top-level `def`."""
         self.expired = False
         """Whether the running step used up its CPU time."""
-        self.sent: dict[str, tuple[Any, bytes]] = {}
-        """Per variable: the value (when immutable) and the bytes last sent in a snapshot."""
-        self.last_shape: tuple[list[str], dict[str, str], list[str]] | None = None
 
     def _builtins(self) -> dict[str, Any]:
         import builtins
@@ -248,13 +268,7 @@ class Worker:
         return eval(compile(expression, SOURCE_NAME, "eval", dont_inherit=True), self.namespace)
 
     def _record_defs(self, code: str, defs: list[ast.FunctionDef]) -> None:
-        for node in defs:
-            fn = self.namespace.get(node.name)
-            if isinstance(fn, types.FunctionType) and fn.__code__.co_filename == SOURCE_NAME \
-                    and fn.__code__.co_firstlineno == node.lineno:
-                source = ast.get_source_segment(code, node)
-                if source:
-                    self.def_sources[node.name] = (fn.__code__, source)
+        self.snapshots.record_defs(self.namespace, code, defs)
 
     # -- CPU limit -------------------------------------------------------------------------
 
@@ -281,93 +295,30 @@ class Worker:
     # -- snapshots ---------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any] | None:
-        """What changed in the namespace since the last snapshot sent, or None when nothing did.
-
-        Each variable is pickled alone, so one that cannot be pickled (a lambda, a generator, a
-        helper object, data nested too deep) is listed as lost without taking the others along.
-        Functions from `def` statements travel as their source; a variable bound to the same
-        object as an earlier one (`b = a`) travels as an alias. Sharing inside containers is not
-        kept. Unchanged immutable values are not pickled again.
-        """
-        cap = int(self.limits.get("snapshot_bytes", 0))
-        if cap <= 0:
-            return None
-        entries: dict[str, bytes] = {}
-        aliases: dict[str, str] = {}
-        lost: list[str] = []
-        first: dict[int, str] = {}
-        sent: dict[str, tuple[Any, bytes]] = {}
-        room = cap
-        for name, value in self.namespace.items():
-            if name.startswith("__") or (name in self.exported and value is self.exported[name]):
-                continue
-            if not isinstance(value, _SCALARS) and id(value) in first:
-                owner = first[id(value)]
-                if owner in entries:
-                    aliases[name] = owner
-                else:
-                    lost.append(name)
-                continue
-            first[id(value)] = name
-            previous = self.sent.get(name)
-            if previous is not None and previous[0] is value and isinstance(value, _SCALARS):
-                blob: bytes | None = previous[1]
-            elif isinstance(value, types.FunctionType):
-                known = self.def_sources.get(name)
-                fresh = known is not None and value.__code__ is known[0]
-                blob = pickle.dumps(("def", known[1])) if fresh and known else None
-            else:
-                blob = _capped_pickle(("value", value), room)
-            if blob is None or len(blob) > room:
-                lost.append(name)
-                continue
-            room -= len(blob)
-            entries[name] = blob
-            sent[name] = (value if isinstance(value, _SCALARS) else None, blob)
-        changed = {name: blob for name, blob in entries.items()
-                   if name not in self.sent or self.sent[name][1] != blob}
-        shape = (sorted(entries), aliases, sorted(lost))
-        self.sent = sent
-        if not changed and shape == self.last_shape:
-            return None
-        self.last_shape = shape
-        return {"set": {name: base64.b64encode(blob).decode("ascii") for name, blob in changed.items()},
-                "names": shape[0], "aliases": aliases, "lost": shape[2]}
+        """What changed in the namespace since the last snapshot sent, or None when nothing did."""
+        return self.snapshots.take(self.namespace)
 
     def restore(self, entries: dict[str, bytes], aliases: dict[str, str]) -> dict[str, list[str]]:
-        """Load the variables an earlier worker of this session sent (after the OS limits apply)."""
-        restored, failed = [], []
-        sources = []
-        for name, blob in entries.items():
-            try:
-                kind, payload = _SnapshotUnpickler(io.BytesIO(blob)).load()
-            except Exception:
-                failed.append(name)
-                continue
-            if not isinstance(name, str) or name.startswith("__"):
-                failed.append(str(name))
-            elif kind == "def" and isinstance(payload, str):
-                sources.append((name, payload))
-            elif kind == "value":
-                self.namespace[name] = payload
-                restored.append(name)
-            else:
-                failed.append(name)
-        for name, source in sources:
-            try:
-                tree = check_code(source)
-                exec(compile(tree, SOURCE_NAME, "exec", dont_inherit=True), self.namespace)
-                self._record_defs(source, [n for n in tree.body if isinstance(n, ast.FunctionDef)])
-                restored.append(name)
-            except Exception:
-                failed.append(name)
-        for name, owner in aliases.items():
-            if owner in restored and not name.startswith("__"):
-                self.namespace[name] = self.namespace[owner]
-                restored.append(name)
-            else:
-                failed.append(name)
-        return {"restored": sorted(restored), "restore_failed": sorted(failed)}
+        """Load the variables an earlier worker of this session sent, after the OS limits apply and
+        under the per-run CPU limit: a `def` re-run evaluates its default values, which may loop.
+
+        Raises RestoreFailed when the limit fires; the host then starts a worker without them.
+        """
+        seconds = float(self.limits.get("cpu_s") or 0)  # absent only for a Worker built by hand
+        self.expired = False
+        self._arm(seconds)
+        try:
+            return self.snapshots.load(self.namespace, entries, aliases, self._define)
+        except CpuTimeExceeded:
+            raise RestoreFailed(f"re-running the saved definitions used more than {seconds:g}s of CPU time") from None
+        finally:
+            self._arm(0)
+            sys.settrace(None)
+
+    def _define(self, source: str) -> None:
+        tree = check_code(source)
+        exec(compile(tree, SOURCE_NAME, "exec", dont_inherit=True), self.namespace)
+        self._record_defs(source, [n for n in tree.body if isinstance(n, ast.FunctionDef)])
 
     def _arm(self, seconds: float) -> None:
         # The profiling timer interrupts Python-level loops gracefully; RLIMIT_CPU (set a second
@@ -404,47 +355,19 @@ def _sandbox_traceback(exc: BaseException, code: str) -> str:
     return "\n".join(out[-8:])
 
 
-class _CappedBuffer(io.BytesIO):
-    """A pickle target that gives up as soon as the snapshot passes its size cap."""
-
-    def __init__(self, cap: int) -> None:
-        super().__init__()
-        self.cap = cap
-
-    def write(self, data: Any) -> int:
-        if self.tell() + len(data) > self.cap:
-            raise OverflowError("snapshot too large")
-        return super().write(data)
-
-
-def _capped_pickle(value: Any, cap: int) -> bytes | None:
-    buffer = _CappedBuffer(cap)
-    try:
-        pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
-    except Exception:  # unpicklable, too deep (RecursionError), too large (OverflowError)
-        return None
-    return buffer.getvalue()
-
-
-_SCALARS = (int, float, complex, str, bytes, bool, type(None))
-
-_SNAPSHOT_GLOBALS = frozenset(("set", "frozenset", "complex", "bytearray", "slice", "range", "list",
-                               "dict", "tuple", "str", "bytes", "int", "float", "bool"))
-
-
-class _SnapshotUnpickler(pickle.Unpickler):
-    """Loads plain builtin data only: a snapshot can never name a module or function to call."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module == "builtins" and name in _SNAPSHOT_GLOBALS:
-            import builtins
-
-            return getattr(builtins, name)
-        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a snapshot")
-
-
-def _restrict(limits: dict[str, Any], worker: Worker) -> dict[str, bool]:
+def _restrict(limits: dict[str, Any], worker: Worker) -> dict[str, Any]:
     """Apply OS limits; after this the process cannot open files, fork, or grow past its memory cap."""
+    info: dict[str, Any] = {}
+    kernel = limits.get("kernel", "off")
+    layer, ruleset, ruleset_error = None, None, ""
+    if kernel != "off":
+        # Loaded and built while the worker can still read the rein and Python directories, and
+        # before RLIMIT_NOFILE: each Landlock rule needs a descriptor for its path.
+        layer = _load_sibling("sandbox_kernel")
+        try:
+            ruleset = layer.landlock_ruleset(layer.stdlib_paths())
+        except OSError as exc:
+            ruleset_error = str(exc)
     dropped = False
     if os.geteuid() == 0:
         # Root ignores RLIMIT_NPROC and file permissions; become nobody first.
@@ -455,6 +378,11 @@ def _restrict(limits: dict[str, Any], worker: Worker) -> dict[str, bool]:
             dropped = True
         except OSError:
             dropped = False
+    info["privileges_dropped"] = dropped
+    if layer is not None:
+        info.update(layer.confine(ruleset, ruleset_error))
+        if kernel == "require" and not info["landlock_abi"]:
+            raise OSError(f"the required kernel layer could not be applied: {info['kernel_error']}")
     memory = limits["memory_mb"] * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     session_cpu = math.ceil(limits["session_cpu_s"])
@@ -466,7 +394,7 @@ def _restrict(limits: dict[str, Any], worker: Worker) -> dict[str, bool]:
     resource.setrlimit(resource.RLIMIT_NOFILE, (3, 3))
     signal.signal(signal.SIGXCPU, signal.SIG_DFL)
     signal.signal(signal.SIGPROF, worker.on_cpu_timer)
-    return {"privileges_dropped": dropped}
+    return info
 
 
 def _read_exact(stream: Any, size: int) -> bytes | None:
@@ -542,14 +470,17 @@ def main() -> None:
         request = pickle.loads(frame)
         op = request.get("op")
         if op == "init":
+            stage = "preamble"
             try:
                 worker = Worker(request)
+                stage = "os limits"
                 info: dict[str, Any] = _restrict(request["limits"], worker)
+                stage = "restore"
                 restore = request.get("restore")
                 if restore:
                     info.update(worker.restore(restore["entries"], restore["aliases"]))
             except BaseException as exc:
-                _write_frame(out, {"ok": False, "error": f"{type(exc).__name__}: {exc}",
+                _write_frame(out, {"ok": False, "stage": stage, "error": f"{type(exc).__name__}: {exc}",
                                    "traceback": traceback.format_exc(limit=-4)})
                 return
             _write_frame(out, {"ok": True, **info})

@@ -2,6 +2,10 @@
 caller names or is given) and, on request, the agents' own tools. `rein mcp serve` runs it over
 stdio or streamable HTTP (docs/mcp.md).
 
+Over HTTP with API keys (those of `rein serve`) every call acts for the key's tenant: its threads
+and its journaled direct tool calls are stored under the tenant (`thread_key`, `calls_thread`),
+so one tenant never reaches another's.
+
 The `mcp` SDK is imported only when the server is built, so `rein --help` works without it.
 """
 
@@ -14,26 +18,23 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent.cli.mcp_calls import CallRunning, DirectCalls, call_id_from
+from agent.cli.mcp_http import RequireKey, tenant_of, transport_security
 from agent.errors import ThreadBusy, UserFacingError
-from tools import (
-    CallRequest,
-    Tool,
-    ToolKind,
-    ToolRetryBudgetExceeded,
-    describe_exception,
-    execute_calls,
-)
+from tools import Tool, ToolKind, ToolRetryBudgetExceeded, describe_exception
 
 if TYPE_CHECKING:
     from mcp import types
     from mcp.server.lowlevel import Server
 
     from agent.runtime import Agent, RunResult
+    from agent.server.auth import ApiKeys
 
 log = logging.getLogger("rein.mcp")
 
 THREAD_NAMESPACE = "mcp"
-"""Threads of MCP callers are stored as mcp/AGENT/THREAD, apart from `rein serve`'s AGENT/THREAD."""
+"""Threads of MCP callers are stored as mcp/AGENT/THREAD (@TENANT/mcp/AGENT/THREAD with API keys),
+apart from `rein serve`'s AGENT/THREAD."""
 MAX_THREAD_ID = 200
 """Longest thread id a caller may send."""
 MAX_DECLINED_PAUSES = 8
@@ -98,18 +99,22 @@ class AgentMcpServer:
 
     Each agent is a tool named after it. With `expose_tools`, each of its tools is one more,
     named AGENT.TOOL, called directly (outside any thread) and validated as rein validates a
-    model's calls. Tools that need approval are withheld: no human answers an MCP call's pause.
+    model's calls, and journaled (agent/cli/mcp_calls.py). Tools that need approval are
+    withheld: no human answers an MCP call's pause.
     """
 
     agents: dict[str, Agent]
     """Served agents by name."""
     expose_tools: bool = False
     """Also serve the agents' own tools (those that need no approval)."""
+    api_keys: ApiKeys | None = None
+    """HTTP: the accepted bearer keys; each call acts for its key's tenant. None: no keys."""
     exposed: dict[str, ExposedTool] = field(init=False, default_factory=dict)
     """The agents' tools served, by MCP name."""
     withheld: list[str] = field(init=False, default_factory=list)
     """AGENT.TOOL names not served because they need approval."""
     _agent_tools: dict[str, Agent] = field(init=False, default_factory=dict)
+    _calls: DirectCalls = field(init=False, default_factory=DirectCalls)
 
     def __post_init__(self) -> None:
         for name, agent in self.agents.items():
@@ -163,23 +168,26 @@ class AgentMcpServer:
             )
         return out
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        """Answer one tools/call: an agent's turn or one of its tools; failures as isError results."""
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None, tenant: str | None = None, meta: Any = None,
+    ) -> types.CallToolResult:
+        """Answer one tools/call for a tenant (None: no keys): an agent's turn or one of its tools;
+        failures as isError results. `meta` is the request's `_meta` (a call id for exactly-once)."""
         agent = self._agent_tools.get(name)
         if agent is not None:
-            return await self._ask(agent, arguments or {})
+            return await self._ask(agent, arguments or {}, tenant)
         exposed = self.exposed.get(name)
         if exposed is not None:
-            return await self._run_tool(exposed, arguments or {})
+            return await self._run_tool(exposed, arguments or {}, tenant, meta)
         known = ", ".join([*self._agent_tools, *self.exposed])
         return _error(f"unknown tool {name!r}; tools: {known}")
 
-    async def _ask(self, agent: Agent, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _ask(self, agent: Agent, arguments: dict[str, Any], tenant: str | None) -> types.CallToolResult:
         message, thread, problem = _ask_arguments(agent.name, arguments)
         if problem is not None:
             return _error(problem)
         thread = thread or uuid.uuid4().hex[:16]
-        stored = thread_key(agent.name, thread)
+        stored = thread_key(agent.name, thread, tenant)
         try:
             result = await agent.ainvoke(message, stored)
             for _ in range(MAX_DECLINED_PAUSES):
@@ -198,12 +206,19 @@ class AgentMcpServer:
             return _error(f"{agent.name} failed: {describe_exception(exc)}")
         return _answer(result, thread)
 
-    async def _run_tool(self, exposed: ExposedTool, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _run_tool(
+        self, exposed: ExposedTool, arguments: dict[str, Any], tenant: str | None, meta: Any,
+    ) -> types.CallToolResult:
         from mcp import types
 
-        call = CallRequest(f"mcp_{uuid.uuid4().hex[:12]}", exposed.tool.name, arguments)
+        call_id, problem = call_id_from(meta)
+        if problem is not None:
+            return _error(problem)
+        agent = self.agents[exposed.agent]
         try:
-            result = (await execute_calls([call], {exposed.tool.name: exposed.tool}))[0]
+            result = await self._calls.run(agent, exposed.tool, exposed.name, arguments, tenant, call_id)
+        except CallRunning:
+            return _error(f"call {call_id!r} is running; try again when it has ended")
         except ToolRetryBudgetExceeded as exc:  # a tool that allows no argument errors at all
             return _error(str(exc))
         except Exception as exc:  # a tool declared on_error="raise"
@@ -225,7 +240,9 @@ class AgentMcpServer:
             return types.ListToolsResult(tools=self.list_tools())
 
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-            return await self.call_tool(params.name, params.arguments)
+            # Over HTTP ctx.request is the HTTP request, whose key RequireKey has checked already.
+            tenant = tenant_of(ctx.request, self.api_keys)
+            return await self.call_tool(params.name, params.arguments, tenant, params.meta)
 
         return Server(
             "rein", version=_version(), instructions=_instructions(self.agents),
@@ -243,12 +260,20 @@ class AgentMcpServer:
         finally:
             await self.aclose()
 
-    async def serve_http(self, sock: socket.socket, host: str, log_level: str = "warning") -> bool:
-        """Serve streamable HTTP at /mcp on a bound socket until stopped; whether it started."""
+    async def serve_http(
+        self, sock: socket.socket, host: str, log_level: str = "warning", allowed_hosts: list[str] | None = None,
+    ) -> bool:
+        """Serve streamable HTTP at /mcp on a bound socket until stopped; whether it started.
+
+        Requests must name `host`, loopback or one of `allowed_hosts` in their Host header (and
+        Origin, when sent), and carry one of `api_keys` when there are any.
+        """
         import uvicorn
 
-        # The SDK turns on DNS-rebinding protection (Host/Origin checks) for loopback hosts.
-        app = self.lowlevel().streamable_http_app(host=host)
+        security = transport_security(host, allowed_hosts or [])
+        app: Any = self.lowlevel().streamable_http_app(host=host, transport_security=security)
+        if self.api_keys is not None and self.api_keys.enabled:
+            app = RequireKey(app, self.api_keys)
         server = uvicorn.Server(uvicorn.Config(app, log_level=log_level))
         try:
             await server.serve(sockets=[sock])
@@ -257,7 +282,12 @@ class AgentMcpServer:
         return bool(server.started)
 
     async def aclose(self) -> None:
-        """Close every agent's checkpointer and tool sessions on this event loop."""
+        """Close every agent's checkpointer and tool sessions, and the journals of direct calls, on
+        this event loop."""
+        try:
+            await self._calls.aclose()
+        except Exception:
+            log.exception("closing the journals of direct tool calls failed")
         for agent in self.agents.values():
             try:
                 await agent.aclose()
@@ -265,9 +295,11 @@ class AgentMcpServer:
                 log.exception("closing agent %r failed", agent.name)
 
 
-def thread_key(agent: str, thread_id: str) -> str:
-    """The checkpointer's thread id of an MCP caller's thread of one agent."""
-    return f"{THREAD_NAMESPACE}/{agent}/{thread_id}"
+def thread_key(agent: str, thread_id: str, tenant: str | None = None) -> str:
+    """The checkpointer's thread id of an MCP caller's thread of one agent: under the caller's
+    tenant on a server with keys, as `rein serve` stores threads (agent/server/threads.py)."""
+    base = f"{THREAD_NAMESPACE}/{agent}/{thread_id}"
+    return base if tenant is None else f"@{tenant}/{base}"
 
 
 def _version() -> str:

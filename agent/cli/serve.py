@@ -46,6 +46,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds a request waits for its answer before 504 (default 300)")
     parser.add_argument("--shutdown-grace", type=float, default=30.0, metavar="S",
                         help="seconds shutdown waits for turns still running (default 30)")
+    parser.add_argument("--header-timeout", type=float, default=10.0, metavar="S",
+                        help="seconds a connection has to send its request line and headers (default 10)")
+    parser.add_argument("--body-timeout", type=float, default=60.0, metavar="S",
+                        help="seconds a request has to send its whole body before 408 (default 60)")
+    parser.add_argument("--keep-alive-timeout", type=float, default=5.0, metavar="S",
+                        help="seconds an idle connection stays open between requests (default 5)")
+    parser.add_argument("--max-connections", type=int, metavar="N",
+                        help="most connections held at once; past it the longest-idle one is closed "
+                        "(default: the open-file limit less 128 for the rest of the process)")
+    parser.add_argument("--max-messages", type=int, metavar="N",
+                        help="most messages in one request; more get 400 (default 2048)")
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     parser.add_argument(
         "--workers", type=int, default=1, metavar="N",
@@ -85,6 +96,39 @@ def build_agents(specs: list[str], db: str | None) -> dict[str, Any]:
     return agents
 
 
+def open_storage(agents: dict[str, Any]) -> None:
+    """Open each agent's threads database once before serving, so one that cannot be used (corrupt,
+    not writable, its Postgres server down) stops the start with one line instead of a traceback
+    from the app's start-up."""
+    import asyncio
+    import contextlib
+
+    from agent.checkpoint import locate, open_checkpointer
+    from agent.sqlite_file import storage_cause
+
+    specs: dict[tuple[str, str | None], Any] = {}
+    for agent in agents.values():
+        where = locate(agent.checkpointer_spec)
+        if where.kind in ("sqlite", "postgres"):
+            specs.setdefault((where.kind, where.target), agent.checkpointer_spec)
+
+    async def open_one(spec: Any) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            await open_checkpointer(spec, stack)
+
+    for (kind, target), spec in specs.items():
+        try:
+            asyncio.run(open_one(spec))
+        except UserFacingError:
+            raise
+        except Exception as exc:  # SQLite's, the file system's and psycopg's errors alike
+            cause = storage_cause(exc) or (exc.strerror if isinstance(exc, OSError) and exc.strerror else None)
+            shown = target if kind == "sqlite" else "on Postgres"
+            raise UserFacingError(
+                f"cannot open the threads database {shown}: {cause or f'{type(exc).__name__}: {exc}'}"
+            ) from None
+
+
 def bind(host: str, port: int) -> socket.socket:
     """A bound, listening socket, or a clear error when the address is taken or invalid."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -119,13 +163,16 @@ def run(args: argparse.Namespace) -> int:
         raise UserFacingError(f"--port {args.port} is not a port number")
     if args.workers < 1:
         raise UserFacingError("--workers must be at least 1")
+    check_limits(args)
     keys = load_api_keys(args.api_key_file, os.environ)
     agents = build_agents(args.agent, args.db)
     if args.workers > 1:
         return supervise(args, agents)
+    open_storage(agents)
     config = ServerConfig(
         max_body_bytes=args.max_body_bytes, request_timeout_s=args.request_timeout,
-        shutdown_grace_s=args.shutdown_grace,
+        shutdown_grace_s=args.shutdown_grace, body_timeout_s=args.body_timeout,
+        max_messages=args.max_messages or ServerConfig.max_messages,
     )
     app = create_app(agents, api_keys=keys, config=config, cors_origins=args.cors_origin)
     if args.listen_fd is not None:
@@ -181,14 +228,46 @@ def freeze_heap() -> None:
     gc.set_threshold(GEN0_THRESHOLD, *gc.get_threshold()[1:])
 
 
-def serve_app(app: Any, sock: socket.socket, args: argparse.Namespace) -> int:
-    """Serve app on a listening socket until SIGINT or SIGTERM."""
-    import uvicorn
+def check_limits(args: argparse.Namespace) -> None:
+    """A UserFacingError naming the first connection or request limit that cannot work."""
+    for flag, value in (("--header-timeout", args.header_timeout), ("--body-timeout", args.body_timeout),
+                        ("--keep-alive-timeout", args.keep_alive_timeout)):
+        if not value > 0:
+            raise UserFacingError(f"{flag} must be positive")
+    if args.max_connections is not None and args.max_connections < 1:
+        raise UserFacingError("--max-connections must be at least 1")
+    if args.max_messages is not None and args.max_messages < 1:
+        raise UserFacingError("--max-messages must be at least 1")
 
-    server = uvicorn.Server(
+
+def serve_app(app: Any, sock: socket.socket, args: argparse.Namespace) -> int:
+    """Serve app on a listening socket until SIGINT or SIGTERM, draining first (agent.server.drain)."""
+    import uvicorn
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    from agent.server.connections import ConnectionLimits, guarded_protocol
+    from agent.server.drain import DrainingServer
+
+    limits = ConnectionLimits(
+        header_timeout_s=args.header_timeout, keep_alive_timeout_s=args.keep_alive_timeout,
+        max_connections=args.max_connections,
+    )
+    state = app.state.rein
+
+    def start_drain() -> None:
+        state.closing = True
+
+    server = DrainingServer(
         uvicorn.Config(
             app, log_level=args.log_level, timeout_graceful_shutdown=int(args.request_timeout) + 5,
-        )
+            http=guarded_protocol(AutoHTTPProtocol, limits),
+            # No WebSocket routes; an upgrade would also hand the connection to a protocol that
+            # the connection limit does not see.
+            ws="none",
+            # Typed int, but uvicorn only hands it to call_later, where fractions work.
+            timeout_keep_alive=limits.keep_alive_timeout_s,  # type: ignore[arg-type]
+        ),
+        start_drain=start_drain, busy=lambda: bool(state.tasks), grace_s=args.shutdown_grace,
     )
     # uvicorn re-raises the signal that stopped it once it has shut down gracefully; with these
     # handlers in place that re-raise is a no-op and the command exits 0.
@@ -295,4 +374,8 @@ def worker_argv(args: argparse.Namespace) -> list[str]:
     return argv + [
         "--max-body-bytes", str(args.max_body_bytes), "--request-timeout", repr(args.request_timeout),
         "--shutdown-grace", repr(args.shutdown_grace), "--log-level", args.log_level,
+        "--header-timeout", repr(args.header_timeout), "--body-timeout", repr(args.body_timeout),
+        "--keep-alive-timeout", repr(args.keep_alive_timeout),
+        *(["--max-connections", str(args.max_connections)] if args.max_connections is not None else []),
+        *(["--max-messages", str(args.max_messages)] if args.max_messages is not None else []),
     ]

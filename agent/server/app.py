@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
@@ -25,6 +26,7 @@ from agent.server.auth import ApiKey, ApiKeys
 from agent.server.chat_turns import ServerConfig, ServerState, TurnHandle, TurnRequest
 from agent.server.cors import add_cors
 from agent.server.errors import ApiError, bad_request, error_body
+from agent.server.retries import read_signal
 from agent.server.schema import (
     ChatRequest,
     client_history,
@@ -33,7 +35,9 @@ from agent.server.schema import (
     parse_request,
 )
 from agent.server.sse import EventStream, stream_turn
+from agent.server.thread_header import read_thread_header, thread_header
 from agent.server.threads import KeySource, Turn, check_key, derived_key
+from agent.sqlite_file import StorageFault
 
 log = logging.getLogger("rein.server")
 
@@ -97,6 +101,15 @@ def create_app(
         log.exception("unexpected error")
         return json_response(error_body(f"internal error: {type(exc).__name__}", type="server_error"), 500)
 
+    @app.exception_handler(StorageFault)
+    @app.exception_handler(sqlite3.Error)
+    async def _storage_error(request: Request, exc: Exception) -> Response:
+        # A full disk, a read-only or corrupt file: 503 with its cause, and /healthz reports it.
+        answer = state.storage.failure(exc)
+        if isinstance(answer, ApiError):
+            return await _api_error(request, answer)
+        return await _unexpected(request, exc)
+
     async def authorize(request: Request) -> str | None:
         # async: FastAPI runs a plain def dependency on a worker thread, a hand-off per request
         # for a check that takes microseconds.
@@ -106,6 +119,9 @@ def create_app(
     async def healthz() -> Response:
         if state.closing:
             return json_response({"status": "shutting_down"}, 503)
+        problem = state.storage.problem()
+        if problem is not None:
+            return json_response({"status": "unhealthy", "error": problem}, 503)
         return json_response({"status": "ok"})
 
     @app.get("/v1/models", dependencies=[Depends(authorize)])
@@ -122,19 +138,26 @@ def create_app(
         # included, cost about 3% of a served turn's Python calls for a route that reads its own
         # body and checks its own key.
         tenant = await authorize(request)
-        body = await read_body(request, cfg.max_body_bytes)
-        chat = parse_request(body)
+        body = await read_body(request, cfg.max_body_bytes, cfg.body_timeout_s)
+        chat = parse_request(body, max_messages=cfg.max_messages)
         state.agent(chat.model)
         turns, messages, system = client_history(chat)
         key, source = thread_key(request, chat, system, turns)
+        try:
+            retry = read_signal(request.headers)
+        except ValueError as exc:
+            raise bad_request(str(exc)) from None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + cfg.request_timeout_s
-        handle = state.start(TurnRequest(chat.model, key, source, tenant, turns, messages, stream=chat.stream))
+        handle = state.start(TurnRequest(chat.model, key, source, tenant, turns, messages, stream=chat.stream, retry=retry))
         if chat.stream:
             plan = await _wait(handle, handle.plan, deadline, cfg.request_timeout_s)
             return EventStream(
                 stream_turn(handle, chat, deadline, cfg.request_timeout_s),
-                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "X-Rein-Thread": plan.thread_id},
+                headers={
+                    "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+                    "X-Rein-Thread": thread_header(plan.thread_id),
+                },
             )
         outcome = await _wait(handle, handle.done, deadline, cfg.request_timeout_s)
         failure = outcome.failed()
@@ -146,7 +169,7 @@ def create_app(
                 finish_reason=outcome.finish_reason, usage=outcome.usage, rein=outcome.metadata(),
                 reasoning=outcome.reasoning,
             ),
-            headers={"X-Rein-Thread": outcome.thread_id},
+            headers={"X-Rein-Thread": thread_header(outcome.thread_id)},
         )
 
     app.add_route("/v1/chat/completions", chat_completions, methods=["POST"])
@@ -157,8 +180,21 @@ def _model_card(name: str) -> dict[str, Any]:
     return {"id": name, "object": "model", "created": 0, "owned_by": "rein"}
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, or 413 when Content-Length or the bytes received pass the limit."""
+async def read_body(request: Request, limit: int, timeout_s: float | None = None) -> bytes:
+    """The request body, or 413 when Content-Length or the bytes received pass the limit, or 408
+    when it has not all arrived within timeout_s."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await _read_body(request, limit)
+    except TimeoutError:
+        # Closing the connection drops the rest of a body that might never come.
+        raise ApiError(
+            408, f"the request body did not arrive within {timeout_s:g} s", code="body_timeout",
+            headers={"Connection": "close"},
+        ) from None
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     try:
         limit_hit = declared is not None and int(declared) > limit
@@ -186,8 +222,10 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 def thread_key(request: Request, chat: ChatRequest, system: list[str], turns: list[Turn]) -> tuple[str, KeySource]:
     """The thread key: X-Rein-Thread / X-Thread-Id, else `user`, else derived from the conversation."""
-    given = {name: v.strip() for name in THREAD_HEADERS if (v := request.headers.get(name)) and v.strip()}
     try:
+        given = {
+            name: read_thread_header(v.strip()) for name in THREAD_HEADERS if (v := request.headers.get(name)) and v.strip()
+        }
         if len(set(given.values())) > 1:
             raise ValueError("X-Rein-Thread and X-Thread-Id name different threads")
         if given:
@@ -206,7 +244,10 @@ async def _wait(handle: TurnHandle, future: asyncio.Future[Any], deadline: float
         return await asyncio.wait_for(asyncio.shield(future), remaining)
     except TimeoutError:
         if handle.started:
-            detail = "the turn keeps running and is committed to its thread; resend the same messages to get its answer"
+            detail = (
+                "the turn keeps running and is committed to its thread; resend the same request (the "
+                "same Idempotency-Key, or the whole history) to get its answer without running it again"
+            )
         else:
             # It was still queued behind another turn of the same thread: nothing ran, so drop it.
             if handle.task is not None:

@@ -28,6 +28,8 @@ from agent.planted_reasoning import PLANTED
 from agent.runtime import Agent, RunResult
 from agent.server.auth import ApiKeys
 from agent.server.errors import ApiError
+from agent.server.retries import KeyReused, RetrySignal, find_earlier, stamp
+from agent.server.storage_health import StorageHealth
 from agent.server.threads import (
     MAX_FORK_HOPS,
     REPLY_SEPARATOR,
@@ -56,6 +58,12 @@ class ServerConfig:
     still runs to its end and is committed."""
     shutdown_grace_s: float = 30.0
     """How long shutdown waits for turns still running after their request gave up."""
+    body_timeout_s: float = 60.0
+    """How long a request may take to send its whole body once its headers are in; then 408 and
+    the connection is closed."""
+    max_messages: int = 2048
+    """Most messages one request may carry; more get 400 before any work (each message costs
+    the server time on its shared event loop when the thread is reconciled and committed)."""
 
 
 @dataclass
@@ -76,6 +84,8 @@ class TurnRequest:
     """The messages that commit each of `turns` (`schema.CommitMessages` builds each when read)."""
     stream: bool = False
     """Whether tokens and events are queued for a stream."""
+    retry: RetrySignal = field(default_factory=RetrySignal)
+    """The request's Idempotency-Key and SDK retry count, which tell a retry from a new turn."""
 
 
 @dataclass
@@ -132,7 +142,8 @@ class TurnOutcome:
             return ApiError(
                 502,
                 f"the agent's model failed: {self.error or 'unknown error'}. The user message is "
-                "kept in the thread; resend the same messages to run the turn again.",
+                "kept in the thread; resend the same request (the same Idempotency-Key, or the whole "
+                "history) to run the turn again.",
                 type="model_error",
                 code="model_error",
             )
@@ -224,6 +235,7 @@ class ServerState:
         self.locks = KeyedLocks()
         self.tasks: set[asyncio.Task[None]] = set()
         self.closing = False
+        self.storage = StorageHealth()
 
     def agent(self, name: str) -> Agent:
         """The agent served under this name; 404 otherwise."""
@@ -270,6 +282,7 @@ class ServerState:
         """Open every agent's checkpointer now, so a bad database fails at startup."""
         for agent in self.agents.values():
             await agent.__aenter__()
+        self.storage.watch(self.agents.values())
 
     async def aclose(self) -> None:
         """Wait (bounded) for running turns, then close the agents' checkpointers."""
@@ -290,6 +303,7 @@ class ServerState:
         """Start a turn in the background; the caller waits on the handle."""
         if self.closing:
             raise ApiError(503, "the server is shutting down", type="server_error", code="shutting_down")
+        self.storage.check()
         handle = TurnHandle()
         task = asyncio.create_task(self._run(request, handle), name=f"rein-turn:{request.key}")
         handle.task = task
@@ -308,12 +322,14 @@ class ServerState:
                 handle.plan.set_result(plan)
                 outcome = await self._execute(agent, request, plan, handle)
         except BaseException as exc:
-            _fail(handle, exc)
+            answer = self.storage.failure(exc)  # a storage fault: 503 naming its cause
+            _fail(handle, answer)
             if not isinstance(exc, Exception):
                 raise
-            if not isinstance(exc, ApiError):
+            if not isinstance(answer, ApiError):
                 log.exception("turn on %s/%s failed", request.agent, request.key)
             return
+        self.storage.recovered()
         handle.done.set_result(outcome)
         handle.put("done", outcome)
 
@@ -328,9 +344,18 @@ class ServerState:
                 history = await agent.ahistory_view(sid)
             # A client that sends only its new message is compared with the thread's first turns
             # alone: reading the whole thread on every request made a turn cost grow with it.
+            try:
+                earlier = find_earlier(history, request.retry, request.turns, delta=delta_ok)
+            except KeyReused as exc:
+                raise ApiError(422, str(exc), code="idempotency_key_reused", param="Idempotency-Key") from None
+            if earlier is not None:
+                # A retry of a turn this thread already holds: its answer, never a second run.
+                if not earlier.reply and not any(m.role == "user" for m in history[earlier.index + 1 :]):
+                    return Plan("rerun", thread, parent)
+                return Plan("replay", thread, parent, reply=earlier.reply)
             outcome = compare(request.turns, thread_turns(history, compare_window(request.turns)))
             if outcome.kind == "extends":
-                return Plan("append", thread, parent, list(request.messages[outcome.index :]))
+                return Plan("append", thread, parent, _stamped(request.messages[outcome.index :], request.retry))
             if outcome.kind == "replay":
                 return Plan("replay", thread, parent, reply=outcome.reply)
             if outcome.kind == "unanswered":
@@ -338,7 +363,7 @@ class ServerState:
             if delta_ok and parent is None:
                 # A client that names its thread and sends only user messages keeps no history:
                 # its messages are new turns.
-                return Plan("append", thread, None, list(request.messages))
+                return Plan("append", thread, None, _stamped(request.messages, request.retry))
             parent, thread = thread, fork_id(request.key, thread, request.turns, outcome.index)
         raise ApiError(
             409,
@@ -423,6 +448,13 @@ class _TokenJoiner:
 
     def boundary(self) -> None:
         self.broken = True
+
+
+def _stamped(messages: Sequence[Message], signal: RetrySignal) -> list[Message]:
+    """The messages a request appends, its user messages stamped so a retry of it is recognized."""
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    no_key = RetrySignal(None, signal.attempt)
+    return [stamp(m, signal if i == last_user else no_key) if m.role == "user" else m for i, m in enumerate(messages)]
 
 
 def _fail(handle: TurnHandle, exc: BaseException) -> None:

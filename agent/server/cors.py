@@ -14,7 +14,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from agent.errors import UserFacingError
 
-ALLOWED_HEADERS = ("Authorization", "Content-Type", "X-Rein-Thread", "X-Thread-Id")
+ALLOWED_HEADERS = ("Authorization", "Content-Type", "X-Rein-Thread", "X-Thread-Id", "Idempotency-Key")
 """Request headers a browser may send: the key, the JSON body's type and the thread headers."""
 EXPOSED_HEADERS = ("X-Rein-Thread",)
 """Response headers a browser app may read: the thread id to send back."""

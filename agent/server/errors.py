@@ -49,3 +49,8 @@ def bad_request(message: str, param: str | None = None) -> ApiError:
 def not_found(message: str, code: str = "not_found") -> ApiError:
     """404 for an unknown model (agent) or path."""
     return ApiError(404, message, code=code)
+
+
+def storage_unavailable(cause: str) -> ApiError:
+    """503 for a threads database that cannot be used (deleted, replaced, full, read-only, corrupt), naming the cause."""
+    return ApiError(503, f"the threads database cannot be used: {cause}", type="server_error", code="storage_unavailable")

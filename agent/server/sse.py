@@ -81,7 +81,8 @@ async def stream_turn(
             failure = ApiError(
                 504,
                 f"the agent did not finish within {timeout_s:g} s; the turn keeps running and is "
-                "committed to its thread; resend the same messages to get its answer",
+                "committed to its thread; resend the same request (the same Idempotency-Key, or the whole "
+                "history) to get its answer without running it again",
                 type="timeout",
                 code="request_timeout",
             )

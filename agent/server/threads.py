@@ -19,9 +19,11 @@ by `compare` and `fork_id` and documented in docs/server.md:
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import itertools
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -131,10 +133,38 @@ def same_reply(client: Turn, thread: Turn) -> bool:
     """Whether a client's assistant message shows the thread's reply.
 
     Equal up to whitespace, or a prefix of it (a stream the user stopped), or containing it (a
-    client that showed streamed text around the committed answer).
+    client that showed streamed text around the committed answer); failing those, the same words
+    once markup is set aside (`same_words`), as a chat UI that renders markdown sends it back.
     """
     c, t = client.key, thread.key
-    return c == t or (bool(c) and t.startswith(c)) or (bool(t) and t in c)
+    return c == t or (bool(c) and t.startswith(c)) or (bool(t) and t in c) or same_words(client.text, thread.text)
+
+
+_WORD = re.compile(r"\w+")
+SAME_WORDS_RATIO = 0.9
+"""How alike (difflib's ratio over words) a re-rendered reply must be to count as the thread's."""
+_MAX_WORDS_COMPARED = 20_000
+"""Replies longer than this in words are compared exactly only, so one request's cost stays bounded."""
+
+
+def same_words(client: str, thread: str) -> bool:
+    """Whether two replies say the same words, markup, punctuation, case and spacing aside.
+
+    A chat UI that renders markdown and sends back what it shows (emphasis, headings, code
+    marks, list bullets and link targets dropped, whitespace trimmed) would otherwise fork its
+    thread on every turn. Nearly the same words (SAME_WORDS_RATIO) still count: a link's target
+    or a stripped character may drop a word or two. A client that changed what the agent said
+    more than that moves to a fork.
+    """
+    a, b = _WORD.findall(client.casefold()), _WORD.findall(thread.casefold())
+    if not a or not b:
+        return False
+    if a == b:
+        return True
+    if max(len(a), len(b)) > _MAX_WORDS_COMPARED:
+        return False
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return matcher.real_quick_ratio() >= SAME_WORDS_RATIO and matcher.quick_ratio() >= SAME_WORDS_RATIO and matcher.ratio() >= SAME_WORDS_RATIO
 
 
 def _same(client: Turn, thread: Turn) -> bool:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from agent.errors import UserFacingError
 
 if TYPE_CHECKING:
-    from tools.sandbox_bwrap import OsLayer
+    from tools.sandbox_limits import OsLayer
 
 
 def _level(text: str) -> int | None:
@@ -39,8 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     solve.add_argument("--window", type=float, default=1.0, help="side fraction of a seeded window of the photo")
     solve.add_argument("--vision", action="store_true", help="send pictures to the model as PNG content parts")
     solve.add_argument("--save-png", default=None, help="write the final arrangement to this PNG file")
-    solve.add_argument("--sandbox", choices=("auto", "bwrap", "none"), default="auto",
-                       help="OS layer around the code sandbox: bwrap when usable (auto), required, or off")
+    solve.add_argument("--sandbox", choices=("auto", "bwrap", "landlock", "none"), default="auto",
+                       help="OS layer around the code sandbox: auto (bwrap when usable, Landlock + seccomp "
+                            "when available, refused when neither), bwrap or landlock (required), or none "
+                            "(no OS isolation: untrusted code relies on the language checks alone)")
     solve.add_argument("--json", action="store_true", help="print the result as JSON")
 
     bench = sub.add_parser("bench", help="solver Acc and Score per grid size and level")

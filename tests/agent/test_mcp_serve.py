@@ -31,17 +31,32 @@ import mcp_serve_tools  # noqa: E402
 REIN = Path(sys.executable).parent / "rein"
 
 
-@pytest.fixture
-def spec(tmp_path: Path) -> Path:
+def echo_spec(tmp_path: Path) -> Path:
+    """A spec of the echo-bot agent with the tools of mcp_serve_tools."""
     path = tmp_path / "echo.yaml"
     path.write_text('name: echo-bot\nmodel: echo\ntools: ["mcp_serve_tools:TOOLS"]\n')
     return path
 
 
+def server_env(tmp_path: Path) -> dict[str, str]:
+    """The server's environment: our test tools importable, and where `note` writes."""
+    path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, "NOTES_FILE": str(tmp_path / "notes.txt"), "REIN_HOME": str(tmp_path)}
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> Path:
+    return echo_spec(tmp_path)
+
+
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    """The server's environment: our test tools importable, and where `note` writes."""
-    return {**os.environ, "PYTHONPATH": str(HERE), "NOTES_FILE": str(tmp_path / "notes.txt"), "REIN_HOME": str(tmp_path)}
+    return server_env(tmp_path)
+
+
+def banner_url(line: str) -> str:
+    """The /mcp URL of the server's first line: `rein mcp serve: TOOLS on URL (auth …)`."""
+    return "http" + line.split(" on http", 1)[1].split()[0]
 
 
 def text(result: Any) -> str:
@@ -119,7 +134,7 @@ def http_server(spec: Path, env: dict[str, str], tmp_path: Path) -> Iterator[tup
     try:
         line = process.stdout.readline() if process.stdout else ""
         assert "/mcp" in line, f"no banner: {line!r} {process.stderr.read() if process.poll() is not None and process.stderr else ''}"
-        yield process, line.split(" on ", 1)[1].strip()
+        yield process, banner_url(line)
     finally:
         if process.poll() is None:
             process.kill()

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from tools.sandbox import SandboxLimits, SandboxSession, sandbox_layers
-from tools.sandbox_bwrap import OsLayer, bwrap_status
+from tools.sandbox_bwrap import bwrap_status
+from tools.sandbox_limits import OsLayer
 
 pytestmark = pytest.mark.core  # needs no extra: also run on the bare core install (.ci/core_check.sh)
 

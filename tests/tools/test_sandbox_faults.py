@@ -152,3 +152,27 @@ def test_snapshots_send_only_what_changed():
     assert second is not None and list(second["set"]) == ["counter"] and second["names"] == ["big", "counter"]
     worker.namespace["big"].append(1)  # mutated in place: found by comparing the pickled bytes
     assert list((worker.snapshot() or {})["set"]) == ["big"]
+
+
+_SEGFAULT = "m = iter([])\nfor i in range(100000):\n    m = map(abs, m)\nnext(m, None)"
+
+
+@pytest.mark.parametrize("default", ["max(k for k in range(n))", "sum(range(n))"], ids=["python-loop", "c-loop"])
+def test_a_restore_that_loops_is_stopped_and_the_session_reset(default):
+    # A default argument is evaluated again when its def is restored: fast when defined, endless
+    # once `n` has grown. The restore runs under the CPU limit, fails, and the session starts clean.
+    limits = SandboxLimits(cpu_s=0.5, wall_s=10.0, startup_s=20.0)
+    with SandboxSession(limits=limits) as s:
+        assert s.run(f"n = 1\ndef f(x={default}):\n    return x").ok
+        assert s.run("n = 10 ** 15").ok
+        crashed = s.run(_SEGFAULT)
+        assert crashed.error_type == "SandboxCrashed", crashed.describe()
+        assert crashed.namespace_reset is True and crashed.restored == [] and crashed.lost == ["f", "n"]
+        assert "CPU time" in (crashed.restore_error or ""), crashed.restore_error
+        assert "the session was reset and all variables are gone" in crashed.describe()
+        assert crashed.duration_s < limits.startup_s, "the restore must stop at the CPU limit, not at startup_s"
+        after = s.run("1 + 1")
+        assert after.ok and after.value == 2 and after.namespace_reset is False, after.describe()
+        assert after.duration_s < 2.0
+        assert s.run("n").error_type == "NameError"
+        assert s.run("n = 5\nn * 2").value == 10
