@@ -29,12 +29,22 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+SESSION_HEADER = b"mcp-session-id"
+"""The streamable HTTP transport's session id, issued by the server on initialize."""
+MAX_SESSIONS = 100_000
+"""Sessions whose tenant is remembered; the oldest are forgotten (and must initialize again) past it."""
+
+
 class RequireKey:
-    """ASGI wrapper: HTTP requests must carry `Authorization: Bearer KEY` with one of the keys."""
+    """ASGI wrapper: HTTP requests must carry `Authorization: Bearer KEY` with one of the keys, and
+    a session may be used only by the tenant that opened it (another tenant's key naming its
+    `Mcp-Session-Id` gets 404, as for an unknown session, so it can neither send on it nor read
+    its stream of server messages)."""
 
     def __init__(self, app: App, keys: ApiKeys) -> None:
         self.app = app
         self.keys = keys
+        self.sessions: dict[bytes, str] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan: the app's own start-up and shutdown
@@ -45,7 +55,10 @@ class RequireKey:
         headers = dict(scope.get("headers") or [])
         authorization = headers.get(b"authorization", b"").decode("latin-1") or None
         try:
-            self.keys.check(authorization)
+            tenant = self.keys.check(authorization) or ""
+            session = headers.get(SESSION_HEADER)
+            if session is not None and self.sessions.get(session, tenant) != tenant:
+                raise ApiError(404, "no such MCP session for this key", type="invalid_request_error", code="session_not_found")
         except ApiError as exc:
             body = json.dumps(exc.body()).encode()
             head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
@@ -53,7 +66,17 @@ class RequireKey:
             await send({"type": "http.response.start", "status": exc.status, "headers": head})
             await send({"type": "http.response.body", "body": body})
             return
-        await self.app(scope, receive, send)
+
+        async def send_noting_sessions(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                for name, value in message.get("headers") or ():
+                    if name.lower() == SESSION_HEADER and value not in self.sessions:
+                        if len(self.sessions) >= MAX_SESSIONS:
+                            del self.sessions[next(iter(self.sessions))]
+                        self.sessions[value] = tenant
+            await send(message)
+
+        await self.app(scope, receive, send_noting_sessions)
 
 
 def tenant_of(request: Any, keys: ApiKeys | None) -> str | None:

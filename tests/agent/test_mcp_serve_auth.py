@@ -249,3 +249,21 @@ def test_a_write_call_cut_off_is_not_run_again_under_the_same_call_id(tmp_path: 
     assert retried.is_error and "interrupted" in text(retried)  # outcome unknown: never charged twice
     assert (other.is_error, text(other)) == (False, "charged 500")
     assert RUNS == ["charged 500", "charged 500"]
+
+
+def test_a_session_belongs_to_the_tenant_that_opened_it(spec: Path, env: dict[str, str], keys: Path, tmp_path: Path) -> None:
+    with running("--agent", str(spec), "--db", str(tmp_path / "threads.sqlite"), "--api-key-file", str(keys),
+                 env=env) as (process, url):
+        opened = httpx.post(url, json=INITIALIZE, headers=MCP_HEADERS | {"Authorization": "Bearer alice-key-1"}, timeout=10)
+        assert opened.status_code == 200, opened.text
+        session = opened.headers["mcp-session-id"]
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        for key, status in (("bob-key", 404), ("alice-key-2", 200)):
+            answer = httpx.post(url, json=listing, timeout=10, headers=MCP_HEADERS | {
+                "Authorization": f"Bearer {key}", "Mcp-Session-Id": session, "Mcp-Protocol-Version": "2025-06-18"})
+            assert answer.status_code == status, (key, answer.text)
+        # Nor may bob open the session's stream of server messages.
+        stream = httpx.get(url, timeout=10, headers={"Accept": "text/event-stream", "Authorization": "Bearer bob-key",
+                                                      "Mcp-Session-Id": session})
+        assert stream.status_code == 404
+        stop(process)
