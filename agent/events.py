@@ -90,6 +90,29 @@ class ApprovalRequested:
 
 
 @dataclass(frozen=True)
+class GuardrailTriggered:
+    """A guardrail fired: it blocked, rewrote, paused or planted a plan (agent/guardrails.py)."""
+
+    name: str
+    """Guardrail name."""
+    kind: str
+    """What it checked: input, output or tool_result."""
+    action: str
+    """allow (with a plan), block, rewrite or pause."""
+    reason: str = ""
+    """Why, in a few words."""
+    tool: str | None = None
+    """For tool_result: the tool whose result it checked."""
+    call_id: str | None = None
+    """For tool_result: the call whose result it checked."""
+    planted: bool = False
+    """Whether it planted a plan in the agent's reasoning."""
+    record: dict[str, Any] = field(default_factory=dict)
+    """What the guardrail recorded (scores, cues…)."""
+    type: Literal["guardrail"] = "guardrail"
+
+
+@dataclass(frozen=True)
 class FinalAnswer:
     """The turn ended."""
 
@@ -108,6 +131,7 @@ StreamEvent = (
     | ToolCallEvent
     | ToolResultEvent
     | ApprovalRequested
+    | GuardrailTriggered
     | FinalAnswer
 )
 

@@ -15,7 +15,7 @@ This module wires the graph; each node is its own unit in agent/nodes/.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -25,7 +25,7 @@ from agent.journal import TURN_LOG_KEY, ToolJournal, TurnLog, TurnRecord, journa
 from agent.messages import ToolCall
 from agent.nodes.finish import finish
 from agent.nodes.intervene import InterveneNode
-from agent.nodes.mode import ModeNode, enter_turn
+from agent.nodes.mode import ModeNode, enter_turn, start_turn
 from agent.nodes.model import ModelNode, after_model
 from agent.nodes.state import (
     EVENT_SINK,
@@ -55,12 +55,14 @@ def build_graph(deps: GraphDeps) -> StateGraph:
     # The intervention slot is a node only when interventions are configured: an empty slot would
     # cost a checkpointed superstep per turn for nothing.
     # Likewise the mode slot runs only when the mode is not known at turn start.
+    # A turn whose input a guardrail blocked starts at `finish` (agent/guardrail_run.py).
+    entries: dict[Hashable, str] = {"mode": "mode", "model": "model", "finish": "finish"}
     if deps.interventions:
         graph.add_node("intervene", _Deltas(InterveneNode(deps, schemas)))
-        graph.add_edge(START, "intervene")
-        graph.add_conditional_edges("intervene", _Route(enter_turn), {"mode": "mode", "model": "model"})
+        graph.add_conditional_edges(START, _Route(start_turn), {"intervene": "intervene", "finish": "finish"})
+        graph.add_conditional_edges("intervene", _Route(enter_turn), entries)
     else:
-        graph.add_conditional_edges(START, _Route(enter_turn), {"mode": "mode", "model": "model"})
+        graph.add_conditional_edges(START, _Route(enter_turn), entries)
     graph.add_edge("mode", "model")
     graph.add_conditional_edges(
         "model", _Route(after_model), {"tools": "tools", "model": "model", "finish": "finish", "end": END}

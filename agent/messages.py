@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field
 
 Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error"]
+PART_SEPARATOR = "\n"
+"""Joins the text parts of one message into its text."""
 
 
 def new_call_id() -> str:
@@ -58,10 +60,11 @@ class Message(BaseModel):
 
     @property
     def text(self) -> str:
-        """The text content, with content parts joined."""
+        """The text content; several text parts are joined with a newline, as separate parts
+        (paragraphs a client sent apart) must not run into each other's words."""
         if isinstance(self.content, str):
             return self.content
-        return "".join(p.get("text", "") for p in self.content if p.get("type") == "text")
+        return PART_SEPARATOR.join(p.get("text", "") for p in self.content if p.get("type") == "text")
 
     @classmethod
     def system(cls, text: str) -> Message:

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from langgraph.types import Command
 
-from agent import run_result, tracing
+from agent import guardrail_run, run_result, tracing
 from agent.checkpoint import (
     WriteBatching,
     durability_for,
@@ -21,6 +21,7 @@ from agent.checkpoint_batching import Batch
 from agent.errors import ThreadBusy
 from agent.events import ApprovalRequested, ModeDecided, StreamEvent
 from agent.graph import EVENT_SINK, GraphDeps, build_graph, cut_run_messages, new_turn, start_run
+from agent.guardrails import Guardrail, GuardrailContext
 from agent.journal import TURN_LOG_KEY, ToolJournal
 from agent.ledger import PriceTable
 from agent.messages import Message, ModelSettings
@@ -51,6 +52,7 @@ class Agent:
         system_prompt: str = "",
         *,
         interventions: Sequence[Intervention] = (),
+        guardrails: Sequence[Guardrail] = (),
         mode_policy: ModePolicy | None = None,
         step_limits: StepLimits | None = None,
         mode_config: ModeConfig | None = None,
@@ -65,6 +67,8 @@ class Agent:
         self.tools = Toolkit(tools, name=name) if not isinstance(tools, Toolkit) else tools
         self.system_prompt = system_prompt
         self.interventions = list(interventions)
+        self.guardrails = list(guardrails)
+        self._input_guards = guardrail_run.of_kind(self.guardrails, "input")
         for intervention in self.interventions:
             if isinstance(intervention, ToolProvider):
                 self.tools = self.tools.merged(intervention.declared_tools())
@@ -73,6 +77,7 @@ class Agent:
             tools=self.tools.as_dict(),
             system_prompt=system_prompt,
             interventions=self.interventions,
+            guardrails=self.guardrails,
             mode_policy=mode_policy or FixedMode("agentic"),
             step_limits=step_limits or StepLimits(),
             mode_config=mode_config or PLAIN_AGENTIC,
@@ -226,6 +231,14 @@ class Agent:
             self._views.drop(thread_id)
             first_new = len(collect.messages) if collect is not None else 0
             inputs, decided = self._turn_inputs(message, mode, resume, collect)
+            if self._input_guards and isinstance(inputs, dict):
+                with tracing.current(span):
+                    inputs, found = await guardrail_run.guard_input(self._input_guards, inputs, self._guard_context(thread_id))
+                if collect is not None:
+                    # What the graph starts from, as it will be stored (rewritten, refused, planted).
+                    collect.messages[first_new:] = [Message.model_validate(m) for m in inputs["messages"]]
+                for finding in found:
+                    yield run_result.record(finding, collect, span)
             journal = self._journals[asyncio.get_running_loop()] if self._turn_journal else None
             # Set even when None: a run started by a tool inherits the configuration of the run around it.
             configurable[TURN_LOG_KEY] = log = await start_run(graph, journal, thread_id, inputs) if journal else None
@@ -262,7 +275,8 @@ class Agent:
                 finally:
                     # Close the graph's stream (cancelling what it still runs) before the thread is let go.
                     await stream.aclose()
-                    tracing.end_turn(span, failure, collect.error if collect is not None else None)
+                    tracing.end_turn(span, failure, collect.error if collect is not None else None,
+                                     collect.ledger.usage if collect is not None else None)
             if log is not None:
                 # The run ended (or paused) normally, so its one checkpoint is committed.
                 await log.close()
@@ -273,6 +287,9 @@ class Agent:
                 version = batch.checkpoint_id if batch is not None and batch.checkpoint_id else \
                     await latest_checkpoint_id(graph.checkpointer, thread_id)
                 self._views.put(thread_id, version, view + collect.messages[first_new:], hold)
+
+    def _guard_context(self, thread_id: str) -> GuardrailContext:
+        return GuardrailContext("input", "", self.deps.tools, system_prompt=self.system_prompt, thread_id=thread_id)
 
     def _turn_inputs(
         self, message: str | Message | list[Message] | None, mode: Mode | None, resume: Any, collect: RunResult | None

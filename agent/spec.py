@@ -52,6 +52,9 @@ class AgentSpec(BaseModel):
     or MCP servers as `{mcp: {...}}` entries."""
     interventions: list[str | PluginSpec] = Field(default_factory=list)
     """Interventions by name (rein, npi, self-refine) or with options."""
+    guardrails: list[str | PluginSpec] = Field(default_factory=list)
+    """Guardrails by name (injection) or with options, e.g. {name: injection, options:
+    {approve_next_write: true}} (docs/guardrails.md)."""
     mode: str | PluginSpec = "agentic"
     """A fixed mode (instant, reasoning, agentic) or a mode policy (self, offline, cost)."""
     mode_paths: Literal["plain", "a2fm"] = "plain"
@@ -117,7 +120,7 @@ def agent_options(source: Any, **overrides: Any) -> dict[str, Any]:
     from agent.models import ModelError, resolve_model
     from agent.modes import A2FM_MODES, PLAIN_AGENTIC
     from agent.plugin_api import Intervention
-    from agent.plugins import load_intervention, load_mode_policy
+    from agent.plugins import load_guardrail, load_intervention, load_mode_policy
 
     spec, path = load_spec(source)
     if overrides:
@@ -134,6 +137,10 @@ def agent_options(source: Any, **overrides: Any) -> dict[str, Any]:
         built = load_intervention(plugin.name, **_beside(plugin.options, path))
         if built is not None:
             interventions.append(built)
+    guardrails = [
+        load_guardrail(g.name, **_beside(g.options, path))
+        for g in (item if isinstance(item, PluginSpec) else PluginSpec(name=item) for item in spec.guardrails)
+    ]
     mode = spec.mode if isinstance(spec.mode, PluginSpec) else PluginSpec(name=spec.mode)
     try:
         limits = StepLimits(**spec.step_limits)
@@ -150,6 +157,7 @@ def agent_options(source: Any, **overrides: Any) -> dict[str, Any]:
         "tools": load_tools(spec.tools),
         "system_prompt": prompt,
         "interventions": interventions,
+        "guardrails": guardrails,
         "mode_policy": load_mode_policy(mode.name, **mode.options),
         "step_limits": limits,
         "mode_config": A2FM_MODES if spec.mode_paths == "a2fm" else PLAIN_AGENTIC,

@@ -12,6 +12,7 @@ Termination = Literal[
     "model_error",
     "tool_error",
     "environment_done",
+    "blocked",
 ]
 """Why an agent turn (or a resume) ended.
 
@@ -19,8 +20,8 @@ agent_stop: the model answered without tool calls; max_steps: the turn's step li
 too_many_errors: tool calls failed too often (a retry budget, or one call failing again and
 again); interrupted: calls await approval; model_error / tool_error: the model or a tool raised;
 environment_done: a tool's result ended the turn (its `end_turn`, e.g. a jigsaw episode's
-answer). tools/ imports nothing of ours, so a tool's `end_turn` is a plain str: it must be one
-of these."""
+answer); blocked: a guardrail stopped the turn (agent/guardrails.py). tools/ imports nothing
+of ours, so a tool's `end_turn` is a plain str: it must be one of these."""
 
 TERMINATIONS: tuple[Termination, ...] = get_args(Termination)
 """Every Termination, in declaration order."""

@@ -2,9 +2,11 @@
 
 One user turn is an `invoke_agent {agent}` span. Under it, each model call is `chat {model}` (model
 name, token usage, finish reason), each tool call that runs is `execute_tool {tool}`, and rein's own
-steps are `rein.intervention {name}` (activation, diagnosis, planted text length), `rein.mode`
+steps are `rein.intervention {name}` (activation, diagnosis, planted text length), `rein.guardrail
+{name}` (a guardrail's check: kind, action, reason), `rein.mode`
 (the mode decision) and `retrieval {source}`. A scenario run is an `invoke_workflow {scenario}`
-span over its turns. The thread id is `gen_ai.conversation.id`, the scenario id `rein.scenario.id`.
+span over its turns. The thread id is `gen_ai.conversation.id` (and `session.id`; a server names it as
+its client does, `conversation`), the scenario id `rein.scenario.id`; a turn's span carries its total usage.
 
 Off by default: REIN_OTEL=console|otlp (read when this module is imported) or `enable(...)` turns
 it on. While off, each hook is one global read and a shared empty context manager, and
@@ -32,7 +34,7 @@ from tools.tool import Tool
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-    from agent.messages import Message, ModelRequest, ModelResponse
+    from agent.messages import Message, ModelRequest, ModelResponse, Usage
 
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The GenAI instrumentations' switch for recording message contents; rein honours it too."""
@@ -41,6 +43,7 @@ _tracer: Tracer | None = None
 _content = False
 _NOTHING = contextlib.nullcontext()
 _scenario: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("rein_scenario", default=None)
+_conversation: contextvars.ContextVar[str | None] = contextvars.ContextVar("rein_conversation", default=None)
 # Turn terminations that mean the turn failed (max_steps and interrupted are limits, not faults).
 _FAILED = ("model_error", "tool_error", "too_many_errors")
 
@@ -169,13 +172,35 @@ def scenario(scenario_id: str, trial: int = 0) -> Iterator[None]:
         _scenario.reset(token)
 
 
+@contextlib.contextmanager
+def conversation(thread_id: str) -> Iterator[None]:
+    """Record the turns started inside under this conversation id instead of the checkpointer's.
+
+    `rein serve` stores a client's thread `T` as `@TENANT/AGENT/T`, and a tenant that is one key
+    carries that key's hash: traces name the thread as the client knows it.
+    """
+    token = _conversation.set(thread_id)
+    try:
+        yield
+    finally:
+        _conversation.reset(token)
+
+
+def _conversation_id(thread_id: str) -> str:
+    return _conversation.get() or thread_id
+
+
 def start_turn(agent: str, thread_id: str, model: str) -> Span | None:
     """Start the span of one agent turn (`invoke_agent`); None while tracing is off. It is not
     made current here: the runtime makes it current only while the graph runs (`current`), so it
-    never leaks into the code that consumes the turn's events."""
+    never leaks into the code that consumes the turn's events.
+
+    The conversation id is also the span's `session.id` (OpenInference's name, which Phoenix
+    groups a conversation's turns by)."""
     if _tracer is None:
         return None
-    attributes = {"gen_ai.agent.name": agent, "gen_ai.conversation.id": thread_id, "gen_ai.request.model": model}
+    conv = _conversation_id(thread_id)
+    attributes = {"gen_ai.agent.name": agent, "gen_ai.conversation.id": conv, "session.id": conv, "gen_ai.request.model": model}
     return _span("invoke_agent", agent, {**attributes, **_scenario_attributes()}, make_current=False)
 
 
@@ -200,10 +225,14 @@ def turn_event(span: Span, event: Any) -> None:
         span.set_attribute("rein.termination", "interrupted")
 
 
-def end_turn(span: Span | None, exc: BaseException | None = None, error: str | None = None) -> None:
-    """End a turn's span: failed by `exc` when the turn raised; `error` is the turn's error detail."""
+def end_turn(span: Span | None, exc: BaseException | None = None, error: str | None = None, usage: Usage | None = None) -> None:
+    """End a turn's span: failed by `exc` when the turn raised; `error` is the turn's error detail;
+    `usage` the whole turn's tokens (every model call, interventions and routing included)."""
     if span is None:
         return
+    if usage is not None:
+        span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
     if exc is not None:
         failed(span, exc)
     elif error:
@@ -265,6 +294,26 @@ def intervened(span: Span | None, text: str | None, via: str | None, record: Map
             span.set_attribute("rein.diagnosis.rationale", record["rationale"])
 
 
+def guardrail(name: str, kind: str) -> Any:
+    """The span of one guardrail check (`rein.guardrail {name}`)."""
+    if _tracer is None:
+        return _NOTHING
+    return _span("rein.guardrail", name, {"rein.guardrail.name": name, "rein.guardrail.kind": kind})
+
+
+def guarded(span: Span | None, action: str, reason: str, planted: bool, tool: str | None) -> None:
+    """Put a guardrail's verdict on its span."""
+    if span is None:
+        return
+    span.set_attribute("rein.guardrail.action", action)
+    span.set_attribute("rein.guardrail.fired", action != "allow" or planted)
+    span.set_attribute("rein.guardrail.planted", planted)
+    if tool:
+        span.set_attribute("gen_ai.tool.name", tool)
+    if reason:
+        span.set_attribute("rein.guardrail.reason", reason)
+
+
 def retrieval(source: str, retriever: str, k: int, query: str) -> Any:
     """The span of one retrieval (GenAI `retrieval` operation)."""
     if _tracer is None:
@@ -290,7 +339,7 @@ def chat(model: str, request: ModelRequest, thread_id: str | None, step: str) ->
     provider = model.partition(":")[0] if ":" in model else "rein"
     attributes: dict[str, Any] = {"gen_ai.provider.name": provider, "gen_ai.request.model": model, "rein.step.kind": step}
     if thread_id:
-        attributes["gen_ai.conversation.id"] = thread_id
+        attributes["gen_ai.conversation.id"] = _conversation_id(thread_id)
     s = request.settings
     for key, value in (("temperature", s.temperature), ("max_tokens", s.max_tokens), ("seed", s.seed)):
         if value is not None:

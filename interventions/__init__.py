@@ -1,4 +1,5 @@
-"""Reasoning interventions: ReIn (reasoning inception) for conversational error recovery, and baselines.
+"""Reasoning interventions: ReIn (reasoning inception) for conversational error recovery, and baselines;
+and the `injection` guardrail, which answers instructions injected in tool results the same way.
 
     from interventions import ReInIntervention, with_recovery_tools
     agent = Agent(model, with_recovery_tools(tools), system_prompt, interventions=[ReInIntervention()])
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from interventions.baselines import NaivePromptInjection, SelfRefine
     from interventions.detection import Detection, Detector
     from interventions.error_map import ErrorMap, ErrorType, load_error_map
+    from interventions.injection import InjectionDetector, InjectionGuardrail
     from interventions.llm_inception import LLMDetector
     from interventions.offline import OfflineDetector
     from interventions.recovery_tools import with_recovery_tools
@@ -32,6 +34,8 @@ _LAZY = {
     "ErrorMap": "interventions.error_map",
     "ErrorType": "interventions.error_map",
     "load_error_map": "interventions.error_map",
+    "InjectionDetector": "interventions.injection",
+    "InjectionGuardrail": "interventions.injection",
     "LLMDetector": "interventions.llm_inception",
     "OfflineDetector": "interventions.offline",
     "with_recovery_tools": "interventions.recovery_tools",
@@ -46,6 +50,8 @@ __all__ = [
     "Detector",
     "ErrorMap",
     "ErrorType",
+    "InjectionDetector",
+    "InjectionGuardrail",
     "Intervention",
     "InterventionContext",
     "LLMDetector",

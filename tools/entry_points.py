@@ -21,9 +21,10 @@ from typing import Any
 
 TOOLKITS = "rein.toolkits"
 INTERVENTIONS = "rein.interventions"
+GUARDRAILS = "rein.guardrails"
 MODE_POLICIES = "rein.mode_policies"
 COMMANDS = "rein.commands"
-GROUPS = (TOOLKITS, INTERVENTIONS, MODE_POLICIES, COMMANDS)
+GROUPS = (TOOLKITS, INTERVENTIONS, GUARDRAILS, MODE_POLICIES, COMMANDS)
 
 DISTRIBUTION = "rein-runtime"
 _SOURCE_PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
@@ -91,13 +92,14 @@ def _own(group: str) -> list[Plugin]:
         dist = metadata.distribution(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         dist = None
-    if dist is not None and any(ep.group in GROUPS for ep in dist.entry_points):
-        return [
-            Plugin(group, ep.name, ep.value, DISTRIBUTION)
-            for ep in dist.entry_points
-            if ep.group == group
-        ]
-    return _from_pyproject(group)
+    declared = [
+        Plugin(group, ep.name, ep.value, DISTRIBUTION)
+        for ep in (dist.entry_points if dist is not None else ())
+        if ep.group == group
+    ]
+    # A group the installed metadata lacks altogether was declared after the install (an editable
+    # checkout not reinstalled since): the source tree's pyproject.toml has it.
+    return declared or _from_pyproject(group)
 
 
 def _others(group: str) -> list[Plugin]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import uuid
 from typing import TYPE_CHECKING, Any, TextIO
@@ -43,7 +44,7 @@ def build_agent_from_args(args: argparse.Namespace, default_tools: list[str] | N
     from agent.runtime import build_agent
     from agent.spec import AgentSpec, load_spec
 
-    spec = load_spec(args.spec)[0] if args.spec else AgentSpec(tools=[*(default_tools or ["builtin"])])
+    spec = load_spec(args.spec)[0] if args.spec else AgentSpec(tools=[*(["builtin"] if default_tools is None else default_tools)])
     updates: dict[str, Any] = {}
     if args.model:
         updates["model"] = args.model
@@ -75,8 +76,29 @@ def build_agent_from_args(args: argparse.Namespace, default_tools: list[str] | N
 
 def run(args: argparse.Namespace) -> int:
     """Run the chat loop."""
-    agent = build_agent_from_args(args)
+    default_tools: list[Any] | None = None
+    if args.base_url and not args.spec and args.tools is None and is_rein_server(args.base_url, args.api_key):
+        # A rein server's agents run their own tools and refuse client-side ones (400).
+        print(f"rein chat: {args.base_url} is a rein server: its agent runs its own tools, so none are sent",
+              file=sys.stderr)
+        default_tools = []
+    agent = build_agent_from_args(args, default_tools)
     return asyncio.run(chat(agent, args.thread, args.message, sys.stdin, sys.stdout))
+
+
+def is_rein_server(base_url: str, api_key: str | None = None) -> bool:
+    """Whether an OpenAI-compatible endpoint is `rein serve` (its /models entries are owned by
+    "rein"); False when it cannot tell (no answer, another server)."""
+    import httpx
+
+    key = api_key or os.environ.get("OPENAI_API_KEY")
+    try:
+        r = httpx.get(base_url.rstrip("/") + "/models", headers={"Authorization": f"Bearer {key}"} if key else {},
+                      timeout=5.0)
+        data = r.json().get("data") if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return False
+    return isinstance(data, list) and bool(data) and all(isinstance(m, dict) and m.get("owned_by") == "rein" for m in data)
 
 
 async def chat(agent: Any, thread: str | None, messages: list[str] | None, stdin: TextIO, out: TextIO) -> int:

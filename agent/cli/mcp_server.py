@@ -145,10 +145,10 @@ class AgentMcpServer:
             types.Tool(
                 name=mcp_name,
                 title=f"Ask {agent.name}",
+                # Never the system prompt: every MCP client that lists the tools would read it.
                 description=(
                     f"Send a message to the rein agent {agent.name!r} and get its answer. "
                     "Pass the thread_id of an earlier answer to continue that conversation."
-                    + (f" Its instructions: {_first_line(agent.system_prompt)}" if agent.system_prompt else "")
                 ),
                 input_schema=ASK_SCHEMA,
                 output_schema=ANSWER_SCHEMA,
@@ -313,11 +313,6 @@ def _version() -> str:
 
 def _tool_name(name: str) -> str:
     return _NAME_CHARS.sub("_", name)[:_MAX_NAME] or "_"
-
-
-def _first_line(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= 200 else line[:199] + "…"
 
 
 def _instructions(agents: dict[str, Agent]) -> str:

@@ -36,6 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "repeat for several. Default: no CORS headers",
     )
     parser.add_argument(
+        "--ui", action="store_true",
+        help="also serve a browser chat page at / (the same API keys; see docs/server.md, 'A browser UI')",
+    )
+    parser.add_argument(
         "--db", metavar="PATH",
         help="threads database for every agent: a SQLite path, postgres://… or memory "
         "(default: each spec's checkpointer, normally $REIN_HOME/threads.sqlite)",
@@ -174,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         shutdown_grace_s=args.shutdown_grace, body_timeout_s=args.body_timeout,
         max_messages=args.max_messages or ServerConfig.max_messages,
     )
-    app = create_app(agents, api_keys=keys, config=config, cors_origins=args.cors_origin)
+    app = create_app(agents, api_keys=keys, config=config, cors_origins=args.cors_origin, ui=args.ui)
     if args.listen_fd is not None:
         sock = socket.socket(fileno=args.listen_fd)
         return serve_app(app, sock, args)
@@ -184,6 +188,14 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"rein serve: WARNING: no API keys and listening on {args.host}: anyone who can reach "
             "this port can use the agents; pass --api-key-file or set REIN_API_KEYS",
+            file=sys.stderr,
+        )
+    if keys:
+        print(
+            "rein serve: NOTE: a request that names no thread (no X-Rein-Thread header, no `user` field) "
+            "gets a thread derived from its conversation, which end users of one key share while their "
+            "conversations are word for word identical; send `user` or X-Rein-Thread per end user "
+            "(docs/server.md, 'Threads and stateless clients')",
             file=sys.stderr,
         )
     volatile = [name for name, agent in agents.items() if agent.checkpointer_spec == "memory"]
@@ -197,9 +209,10 @@ def run(args: argparse.Namespace) -> int:
     tenants = len({k.tenant_id for k in keys})
     auth = f"auth on, {tenants} tenant{'s' if tenants != 1 else ''}" if keys else "auth off"
     cors = f"; CORS: {', '.join(args.cors_origin)}" if args.cors_origin else ""
+    page = f"; chat page: http://{shown}:{port}/" if args.ui else ""
     print(
         f"rein serve: {', '.join(agents)} on http://{shown}:{port}/v1 "
-        f"({auth}; threads: {args.db or 'per spec'}{cors})",
+        f"({auth}; threads: {args.db or 'per spec'}{cors}{page})",
         flush=True,
     )
     return serve_app(app, sock, args)
@@ -216,12 +229,12 @@ def freeze_heap() -> None:
     A served turn allocates many short-lived containers, so the collector runs every few hundred
     allocations, and each of its full passes walked the ~180,000 objects of the imported libraries,
     which never die: about 0.6 ms of CPU per turn, in pauses of 150–230 ms that every request in
-    flight waits out (docs/server.md, "Sixth pass"). Frozen objects are still freed by reference counting;
+    flight waits out (bench/results/server-performance.md, "Sixth pass"). Frozen objects are still freed by reference counting;
     only a cycle among them would now outlive its use, and start-up builds none it drops.
 
     The first generation is also collected every GEN0_THRESHOLD allocations instead of Python's
     700: with 200 conversations at once that halved the collector's time per turn and cut 10% of
-    the server's CPU per turn (docs/server.md, "Ninth pass"); objects without cycles are freed
+    the server's CPU per turn (bench/results/server-performance.md, "Ninth pass"); objects without cycles are freed
     by reference counting as before, so only cyclic garbage waits a little longer."""
     gc.collect()
     gc.freeze()
@@ -378,4 +391,5 @@ def worker_argv(args: argparse.Namespace) -> list[str]:
         "--keep-alive-timeout", repr(args.keep_alive_timeout),
         *(["--max-connections", str(args.max_connections)] if args.max_connections is not None else []),
         *(["--max-messages", str(args.max_messages)] if args.max_messages is not None else []),
+        *(["--ui"] if args.ui else []),
     ]

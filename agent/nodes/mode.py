@@ -44,5 +44,14 @@ class ModeNode:
 
 # Routers are coroutines for the same reason as nodes: LangGraph runs sync ones in a thread pool.
 async def enter_turn(state: AgentState) -> str:
-    """Where a turn starts after the intervention slot: the mode slot unless the mode is known."""
+    """Where a turn starts after the intervention slot: the mode slot unless the mode is known;
+    `finish` when an input guardrail blocked the turn before it started."""
+    if state["turn"].get("termination"):
+        return "finish"
     return "model" if state["turn"].get("mode") else "mode"
+
+
+async def start_turn(state: AgentState) -> str:
+    """Where a turn starts when interventions are configured: their slot, unless an input
+    guardrail blocked the turn (then `finish`)."""
+    return "finish" if state["turn"].get("termination") else "intervene"

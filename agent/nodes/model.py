@@ -8,8 +8,9 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from agent import tracing
+from agent import guardrail_run, tracing
 from agent.events import FinalAnswer, ReasoningDelta, TokenDelta, ToolCallEvent
+from agent.guardrails import GuardrailContext
 from agent.ledger import CostLedger
 from agent.messages import Message, ModelRequest, ModelResponse
 from agent.models import base as model_base
@@ -91,12 +92,32 @@ class ModelNode:
         if not message.tool_calls and not loops_back(message):
             # An answer without tool calls is the turn's final response.
             changes["termination"] = "agent_stop"
-            writer(FinalAnswer(message.text, "agent_stop"))
+            if self.guards and await self._guard(message, config, writer):
+                changes["termination"] = "blocked"  # `finish` answers with the refusal
+            else:
+                writer(FinalAnswer(message.text, "agent_stop"))
         return {
             "messages": [message.model_dump()],
             "ledger": [self._entry(response), *(e.model_dump() for e in ledger.entries)],
             **with_turn(state, **changes),
         }
+
+    def __post_init__(self) -> None:
+        self.guards = guardrail_run.of_kind(self.deps.guardrails, "output")
+
+    async def _guard(self, message: Message, config: RunnableConfig, writer: Any) -> bool:
+        """Run the output guardrails on a final answer, rewriting it in place; True when one blocked."""
+        ctx = GuardrailContext(
+            "output", message.text, self.deps.tools, system_prompt=self.deps.system_prompt, thread_id=cfg(config, "thread_id")
+        )
+        checked = await guardrail_run.check(self.guards, ctx)
+        for event in checked.events:
+            writer(event)
+        if checked.blocked_by is None and not checked.changed:
+            return False
+        message.content = checked.refusal if checked.blocked_by is not None else checked.text
+        message.metadata[guardrail_run.GUARDRAIL_META] = checked.note()
+        return checked.blocked_by is not None
 
     async def _review(
         self, state: AgentState, config: RunnableConfig, ledger: CostLedger, request: ModelRequest, response: ModelResponse

@@ -10,6 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.config import get_stream_writer
 
+from agent.guardrails import Guardrail
 from agent.ledger import CostLedger, Price, PriceTable
 from agent.messages import Message, ModelSettings
 from agent.models import base as model_base
@@ -34,6 +35,8 @@ class TurnState(TypedDict, total=False):
     argument_errors: dict[str, int]
     failures: dict[str, int]
     system_suffix: str | None
+    hold_writes: str | None
+    """Set by a guardrail that paused: why the turn's next WRITE call waits for approval."""
 
 
 def append_batches(state: list[Any], batches: Sequence[list[Any]]) -> list[Any]:
@@ -111,6 +114,8 @@ class GraphDeps:
     """The agent's system prompt; interventions never change it (the NPI baseline appends per turn)."""
     interventions: Sequence[Intervention] = ()
     """Run in order at the start of each user turn."""
+    guardrails: Sequence[Guardrail] = ()
+    """Check the turn's input, its tool results and its final answer (agent/guardrails.py)."""
     mode_policy: ModePolicy = field(default_factory=FixedMode)
     """Chooses each turn's mode."""
     step_limits: StepLimits = field(default_factory=StepLimits)

@@ -8,14 +8,15 @@ again (agent/journal.py).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
 
-from agent import tracing
+from agent import guardrail_run, tracing
 from agent.events import ToolResultEvent
+from agent.guardrails import Guardrail, GuardrailContext
 from agent.journal import (
     JOURNAL_KEY,
     TURN_LOG_KEY,
@@ -28,7 +29,7 @@ from agent.journal import (
 from agent.ledger import CostLedger
 from agent.nodes.state import AgentState, GraphDeps, cfg, emitter, with_turn
 from agent.terminations import Termination
-from tools import CallRequest, ToolResult, execute_calls
+from tools import CallRequest, ToolKind, ToolResult, execute_calls
 from tools.errors import ToolExecutionError, ToolRetryBudgetExceeded
 from tools.execute import describe_exception, rejected
 
@@ -47,7 +48,8 @@ class ToolsNode:
 
     async def __call__(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         calls = [CallRequest(tc["id"], tc["name"], tc["arguments"]) for tc in state["messages"][-1]["tool_calls"]]
-        decisions = self._approvals(calls)
+        hold = state["turn"].get("hold_writes")
+        decisions = self._approvals(calls, hold)
         approved = [c for c in calls if decisions.get(c.id, (True, None))[0]]
         counts = dict(state["turn"].get("argument_errors") or {})
         step_id, seq = step_key(state["messages"])
@@ -66,16 +68,31 @@ class ToolsNode:
         writer = emitter(config)
         ledger = CostLedger()
         messages = []
+        guarded = Guarded()
+        arguments = {c.id: c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments) for c in calls}
         for r in results:
-            writer(ToolResultEvent(r.call_id, r.name, r.content, r.is_error))
             # Replayed answers are booked too: the run that got them died before its ledger update.
             ledger.book_tool(r.name, r.cost)
             # A tool whose environment has ended (an episode answered) ends the turn with its reason.
             if r.end_turn and termination is None:
                 termination = cast(Termination, r.end_turn)  # a plain str in tools/, which imports nothing of ours
-            messages.append(_tool_message(r))
+            message = _tool_message(r)
+            if self.guards and guarded.blocked is None:
+                await guarded.check(self.deps, self.guards, r, arguments.get(r.call_id, ""), message, config, writer)
+            writer(ToolResultEvent(r.call_id, r.name, message["content"] if isinstance(message["content"], str) else r.content, r.is_error))
+            messages.append(message)
         _attach_late(messages, await journal.surface(), journal.step)
         changes: dict[str, Any] = {"argument_errors": counts, "failures": failures}
+        if hold and any(self._is_write(c) for c in calls):
+            changes["hold_writes"] = None  # the held write was put to a human; later ones run as declared
+        if guarded.pause:
+            changes["hold_writes"] = guarded.pause
+        if guarded.blocked is not None and termination is None:
+            # The turn stops before the model reads the result; `finish` answers with the refusal.
+            termination, error = "blocked", f"guardrail {guarded.blocked.blocked_by} blocked a tool result"
+            messages.append(guardrail_run.refusal_message(guarded.blocked))
+        else:
+            messages.extend(guarded.plans)
         if termination:
             changes.update(termination=termination, error=error)
         update: dict[str, Any] = {"messages": messages, **with_turn(state, **changes)}
@@ -83,14 +100,29 @@ class ToolsNode:
             update["ledger"] = [e.model_dump() for e in ledger.entries]
         return update
 
-    def _approvals(self, calls: list[CallRequest]) -> Decisions:
-        """Pause for the calls whose tool needs approval; the resume value decides them."""
-        needing = [c for c in calls if (t := self.deps.tools.get(c.name)) is not None and t.needs_approval]
+    def __post_init__(self) -> None:
+        self.guards = guardrail_run.of_kind(self.deps.guardrails, "tool_result")
+
+    def _is_write(self, call: CallRequest) -> bool:
+        tool = self.deps.tools.get(call.name)
+        return tool is not None and tool.kind == ToolKind.WRITE
+
+    def _approvals(self, calls: list[CallRequest], hold: str | None = None) -> Decisions:
+        """Pause for the calls whose tool needs approval, and for WRITE calls while a guardrail
+        holds the turn's next write (`hold`, its reason); the resume value decides them."""
+        needing = [
+            c for c in calls
+            if (t := self.deps.tools.get(c.name)) is not None and (t.needs_approval or (hold and t.kind == ToolKind.WRITE))
+        ]
         if not needing:
             return {}
-        answer = interrupt(
-            {"type": "approval", "calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in needing]}
-        )
+        listed = []
+        for c in needing:
+            entry: dict[str, Any] = {"id": c.id, "name": c.name, "arguments": c.arguments}
+            if hold and self._is_write(c):
+                entry["reason"] = f"guardrail {hold}"
+            listed.append(entry)
+        answer = interrupt({"type": "approval", "calls": listed})
         return _decisions(answer, needing)
 
     async def _execute(
@@ -112,6 +144,41 @@ class ToolsNode:
                 for c in approved
             ]
             return done, termination, str(exc)
+
+
+@dataclass
+class Guarded:
+    """The tool_result guardrails' findings over one step's answers."""
+
+    blocked: guardrail_run.Checked | None = None
+    """The check that blocked the turn, if one did (answers after it are not checked)."""
+    pause: str | None = None
+    """Why the next WRITE call must wait for approval, if a guardrail paused."""
+    plans: list[dict[str, Any]] = field(default_factory=list)
+    """Planted messages that follow the step's tool messages."""
+
+    async def check(
+        self, deps: GraphDeps, guards: list[Guardrail], r: ToolResult, arguments: str, message: dict[str, Any],
+        config: RunnableConfig, writer: Any,
+    ) -> None:
+        """Check one answer; rewrite or withhold its message in place, and note pauses and plans."""
+        ctx = GuardrailContext(
+            "tool_result", r.content, deps.tools, tool=r.name, arguments=arguments,
+            system_prompt=deps.system_prompt, thread_id=cfg(config, "thread_id"),
+        )
+        checked = await guardrail_run.check(guards, ctx, r.call_id)
+        for event in checked.events:
+            writer(event)
+        if checked.blocked_by is not None:
+            self.blocked = checked
+            message["content"] = guardrail_run.withheld(checked)
+            message.setdefault("metadata", {})[guardrail_run.GUARDRAIL_META] = checked.note()
+            return
+        if checked.changed:
+            message["content"] = checked.text
+            message.setdefault("metadata", {})[guardrail_run.GUARDRAIL_META] = checked.note()
+        self.pause = self.pause or checked.pause
+        self.plans.extend(guardrail_run.planted(checked))
 
 
 def _count_failures(

@@ -22,10 +22,14 @@ with needs_extra("server", "rein's HTTP server"):
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent.runtime import Agent
+from agent.server.a2a import add_a2a
+from agent.server.agui import add_agui_routes
 from agent.server.auth import ApiKey, ApiKeys
 from agent.server.chat_turns import ServerConfig, ServerState, TurnHandle, TurnRequest
 from agent.server.cors import add_cors
+from agent.server.deliveries import client_connected, delivered_stream
 from agent.server.errors import ApiError, bad_request, error_body
+from agent.server.responses import add_responses_routes
 from agent.server.retries import read_signal
 from agent.server.schema import (
     ChatRequest,
@@ -37,6 +41,7 @@ from agent.server.schema import (
 from agent.server.sse import EventStream, stream_turn
 from agent.server.thread_header import read_thread_header, thread_header
 from agent.server.threads import KeySource, Turn, check_key, derived_key
+from agent.server.ui import add_ui_routes
 from agent.sqlite_file import StorageFault
 
 log = logging.getLogger("rein.server")
@@ -59,14 +64,16 @@ def create_app(
     api_keys: Iterable[str | ApiKey] | Mapping[str, str | None] = (),
     config: ServerConfig | None = None,
     cors_origins: Iterable[str] = (),
+    ui: bool = False,
 ) -> FastAPI:
     """An app serving each agent under its mapping key as a model.
 
     api_keys: accepted bearer keys (a plain key is its own tenant; `ApiKey(key, tenant=NAME)`
     entries, or a key → tenant-name mapping, let several keys share one tenant's threads); none
     means an open server. cors_origins: browser origins allowed to call the app (`*` for any);
-    none leaves CORS off. The app's lifespan opens the agents' checkpointers at startup and, at
-    shutdown, waits for running turns and closes them; when mounting the app, run
+    none leaves CORS off. ui: serve the browser chat page at `/` (agent/server/ui.py). The app's
+    lifespan opens the agents' checkpointers at startup and, at shutdown, waits for running turns
+    and closes them; when mounting the app, run
     `app.state.rein.open()` / `aclose()` from the parent's lifespan (or pass
     `lifespan=rein_app.router.lifespan_context`).
     """
@@ -149,11 +156,14 @@ def create_app(
             raise bad_request(str(exc)) from None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + cfg.request_timeout_s
-        handle = state.start(TurnRequest(chat.model, key, source, tenant, turns, messages, stream=chat.stream, retry=retry))
+        turn = TurnRequest(chat.model, key, source, tenant, turns, messages, stream=chat.stream, retry=retry,
+                           decisions=chat.decisions)
+        handle = state.start(turn)
         if chat.stream:
             plan = await _wait(handle, handle.plan, deadline, cfg.request_timeout_s)
             return EventStream(
-                stream_turn(handle, chat, deadline, cfg.request_timeout_s),
+                delivered_stream(stream_turn(handle, chat, deadline, cfg.request_timeout_s), client_connected(request),
+                                 handle.done, lambda outcome: state.delivered(turn, outcome)),
                 headers={
                     "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
                     "X-Rein-Thread": thread_header(plan.thread_id),
@@ -163,16 +173,23 @@ def create_app(
         failure = outcome.failed()
         if failure is not None:
             raise failure
+        if await client_connected(request)():
+            state.delivered(turn, outcome)
         return json_response(
             completion_object(
                 id=new_completion_id(), model=chat.model, content=outcome.reply,
                 finish_reason=outcome.finish_reason, usage=outcome.usage, rein=outcome.metadata(),
-                reasoning=outcome.reasoning,
+                reasoning=outcome.reasoning, pending=outcome.pending,
             ),
             headers={"X-Rein-Thread": thread_header(outcome.thread_id)},
         )
 
     app.add_route("/v1/chat/completions", chat_completions, methods=["POST"])
+    add_responses_routes(app, state, authorize, cfg, read_body)
+    add_agui_routes(app, state, read_body)
+    add_a2a(app, state, read_body)
+    if ui:
+        add_ui_routes(app, state)
     return app
 
 

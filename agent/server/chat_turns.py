@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+import secrets
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agent import tracing
 from agent.errors import UserFacingError
 from agent.events import (
     ApprovalRequested,
@@ -26,9 +28,12 @@ from agent.ledger import CostLedger
 from agent.messages import Message, Usage
 from agent.planted_reasoning import PLANTED
 from agent.runtime import Agent, RunResult
+from agent.server.approvals import Decision, PendingCall, approval_pending, pending_calls, rule
 from agent.server.auth import ApiKeys
+from agent.server.deliveries import Deliveries
 from agent.server.errors import ApiError
-from agent.server.retries import KeyReused, RetrySignal, find_earlier, stamp
+from agent.server.keyed_locks import KeyedLocks
+from agent.server.retries import KeyReused, RetrySignal, find_earlier, is_resend, stamp
 from agent.server.storage_health import StorageHealth
 from agent.server.threads import (
     MAX_FORK_HOPS,
@@ -86,14 +91,21 @@ class TurnRequest:
     """Whether tokens and events are queued for a stream."""
     retry: RetrySignal = field(default_factory=RetrySignal)
     """The request's Idempotency-Key and SDK retry count, which tell a retry from a new turn."""
+    decisions: list[Decision] | None = None
+    """Decisions on the calls the thread's turn is paused on: the request resumes that turn instead
+    of adding a user message (`turns` then holds the client's history, or nothing)."""
+    tool_events: bool = False
+    """Whether a stream also queues the agent's tool calls and results as "event" items (AG-UI
+    shows them; Chat Completions has no place for the server's own tools)."""
 
 
 @dataclass
 class Plan:
     """What a request does to which thread."""
 
-    action: Literal["append", "replay", "rerun"]
-    """append new messages and run a turn; replay the last reply; rerun an unanswered turn."""
+    action: Literal["append", "replay", "rerun", "resume"]
+    """append new messages and run a turn; replay the last reply; rerun an unanswered turn; resume
+    a turn paused for approval."""
     thread_id: str
     """The thread (a fork of the key's thread when histories diverged)."""
     forked_from: str | None = None
@@ -102,6 +114,10 @@ class Plan:
     """For append: the messages to add."""
     reply: str = ""
     """For replay: the reply."""
+    resume: dict[str, Any] = field(default_factory=dict)
+    """For resume: the runtime's resume value, call id → {approved, reason}."""
+    pending: list[PendingCall] = field(default_factory=list)
+    """For replay: the calls the replayed turn is paused on."""
 
 
 @dataclass
@@ -111,7 +127,7 @@ class TurnOutcome:
     thread_id: str
     """Thread id to send back (X-Rein-Thread) to continue."""
     action: str
-    """append, replay or rerun."""
+    """append, replay, rerun or resume."""
     forked_from: str | None = None
     """Parent thread when the conversation moved to a fork."""
     reply: str = ""
@@ -130,10 +146,15 @@ class TurnOutcome:
     """Tokens the turn used (interventions and routing included)."""
     cost: float = 0.0
     """Dollars the turn cost."""
+    pending: list[PendingCall] = field(default_factory=list)
+    """The calls the turn is paused on, waiting for decisions (termination "interrupted")."""
 
     @property
     def finish_reason(self) -> str:
-        """OpenAI's finish reason: "length" when the agent ran out of steps, else "stop"."""
+        """OpenAI's finish reason: "tool_calls" when the turn paused for approval, "length" when
+        the agent ran out of steps, else "stop"."""
+        if self.pending:
+            return "tool_calls"
         return "length" if self.termination == "max_steps" else "stop"
 
     def failed(self) -> ApiError | None:
@@ -158,6 +179,7 @@ class TurnOutcome:
             "mode": self.mode,
             "interventions": self.interventions,
             "termination": self.termination,
+            "approval": {"pending": [c.as_dict() for c in self.pending]} if self.pending else None,
             "error": self.error,
             "usage": {
                 "input_tokens": self.usage.input_tokens,
@@ -186,30 +208,6 @@ class TurnHandle:
         self.items.put_nowait((kind, value))
 
 
-class KeyedLocks:
-    """One asyncio lock per key, dropped when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    @contextlib.asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users == 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
-
-    def __len__(self) -> int:
-        return len(self._locks)
-
-
 class ServerState:
     """The served agents and the turns running on them."""
 
@@ -218,17 +216,11 @@ class ServerState:
     ) -> None:
         if not agents:
             raise UserFacingError("serve at least one agent")
-        for name, agent in agents.items():
+        for name in agents:
             if not name or not isinstance(name, str):
                 raise UserFacingError(f"served agent names must be non-empty strings, got {name!r}")
             if name.startswith("@"):
                 raise UserFacingError(f"served agent name {name!r} may not start with '@' (it marks tenant-scoped thread ids)")
-            needing = [t.name for t in agent.tools if t.needs_approval]
-            if needing:
-                raise UserFacingError(
-                    f"agent {name!r} has tools that need human approval ({', '.join(needing)}); the "
-                    "Chat Completions protocol has no way to approve a call, so serve it without them"
-                )
         self.agents = dict(agents)
         self.config = config or ServerConfig()
         self.keys = keys or ApiKeys()
@@ -236,6 +228,8 @@ class ServerState:
         self.tasks: set[asyncio.Task[None]] = set()
         self.closing = False
         self.storage = StorageHealth()
+        self.deliveries = Deliveries()
+        """Replies clients received, which a request that is not a retry never gets again."""
 
     def agent(self, name: str) -> Agent:
         """The agent served under this name; 404 otherwise."""
@@ -261,6 +255,26 @@ class ServerState:
         """
         return await self.agent(agent).ahistory(storage_id(agent, thread_id, self.owner(api_key, tenant)))
 
+    async def pending_approvals(
+        self, agent: str, thread_id: str, *, api_key: str | None = None, tenant: str | None = None
+    ) -> list[PendingCall]:
+        """The calls a served thread's turn is paused on, waiting for decisions (empty when it is
+        not paused); the owner is named as for `history`. Any protocol may list them this way."""
+        served = self.agent(agent)
+        sid = storage_id(agent, thread_id, self.owner(api_key, tenant))
+        return await pending_calls(served, sid) if is_open(await served.ahistory_view(sid)) else []
+
+    def decide(
+        self, agent: str, thread_id: str, decisions: list[Decision], *, tenant: str | None = None,
+        stream: bool = False, retry: RetrySignal | None = None,
+    ) -> TurnHandle:
+        """Start the turn that answers a paused thread's calls (every one of them) and resumes it from
+        its checkpoint, for any protocol; the handle's outcome is what it said next, or its next
+        pause. `tenant` is the thread's owner (the request key's tenant; None on an open server).
+        Sent again, the same decisions replay their outcome and run nothing."""
+        return self.start(TurnRequest(agent, thread_id, "header", tenant, [], [], stream=stream,
+                                      retry=retry or RetrySignal(), decisions=decisions))
+
     def owner(self, api_key: str | None = None, tenant: str | None = None) -> str | None:
         """The tenant named by an API key or a tenant id; None on an open server."""
         if not self.keys.enabled:
@@ -277,6 +291,11 @@ class ServerState:
         if tenant not in self.keys.tenants:
             raise ValueError(f"{tenant!r} is not a tenant of this server (a key's own tenant is agent.server.key_id(key))")
         return tenant
+
+    def delivered(self, request: TurnRequest, outcome: TurnOutcome) -> None:
+        """Record that the request's client received the outcome's reply (`deliveries`)."""
+        if outcome.reply:
+            self.deliveries.add(storage_id(request.agent, outcome.thread_id, request.tenant), outcome.reply)
 
     async def open(self) -> None:
         """Open every agent's checkpointer now, so a bad database fails at startup."""
@@ -320,7 +339,8 @@ class ServerState:
             async with self.locks.hold(storage_id(request.agent, request.key, request.tenant)), contextlib.AsyncExitStack() as held:
                 plan = await self._plan(agent, request, handle, held)
                 handle.plan.set_result(plan)
-                outcome = await self._execute(agent, request, plan, handle)
+                with tracing.conversation(plan.thread_id):  # the client's id, not the stored one
+                    outcome = await self._execute(agent, request, plan, handle)
         except BaseException as exc:
             answer = self.storage.failure(exc)  # a storage fault: 503 naming its cause
             _fail(handle, answer)
@@ -340,8 +360,18 @@ class ServerState:
             sid = storage_id(request.agent, thread, request.tenant)
             await held.enter_async_context(agent.hold_thread(sid))
             history = await agent.ahistory_view(sid)
-            if is_open(history) and await self._finish_cut_turn(agent, sid, handle):
+            # A turn paused for approval waits for decisions; any other open turn was cut off.
+            pending = await pending_calls(agent, sid) if is_open(history) else []
+            if is_open(history) and not pending and await self._finish_cut_turn(agent, sid, handle):
                 history = await agent.ahistory_view(sid)
+            if request.decisions is not None:
+                # Decisions apply to the thread the client's history is on (its fork, if it moved).
+                where = compare(request.turns, thread_turns(history, compare_window(request.turns))) if request.turns else None
+                if where is None or where.kind != "diverges" or (delta_ok and parent is None):
+                    ruling = rule(request.decisions, pending, history)
+                    return Plan(ruling.action, thread, parent, reply=ruling.reply, resume=ruling.resume, pending=ruling.pending)
+                parent, thread = thread, fork_id(request.key, thread, request.turns, where.index)
+                continue
             # A client that sends only its new message is compared with the thread's first turns
             # alone: reading the whole thread on every request made a turn cost grow with it.
             try:
@@ -350,21 +380,34 @@ class ServerState:
                 raise ApiError(422, str(exc), code="idempotency_key_reused", param="Idempotency-Key") from None
             if earlier is not None:
                 # A retry of a turn this thread already holds: its answer, never a second run.
+                if pending and not any(m.role == "user" for m in history[earlier.index + 1 :]):
+                    return Plan("replay", thread, parent, reply=earlier.reply, pending=pending)
                 if not earlier.reply and not any(m.role == "user" for m in history[earlier.index + 1 :]):
                     return Plan("rerun", thread, parent)
                 return Plan("replay", thread, parent, reply=earlier.reply)
             outcome = compare(request.turns, thread_turns(history, compare_window(request.turns)))
+            if pending and (outcome.kind != "diverges" or (delta_ok and parent is None)):
+                # The paused request again (its history, or its lone message): the same pause.
+                if outcome.kind in ("replay", "unanswered"):
+                    return Plan("replay", thread, parent, reply=outcome.reply, pending=pending)
+                raise approval_pending(pending)
             if outcome.kind == "extends":
                 return Plan("append", thread, parent, _stamped(request.messages[outcome.index :], request.retry))
             if outcome.kind == "replay":
-                return Plan("replay", thread, parent, reply=outcome.reply)
+                if is_resend(request.retry, self.deliveries.seen(sid, outcome.reply)):
+                    return Plan("replay", thread, parent, reply=outcome.reply)
+                if not delta_ok:
+                    # Another answer to the same history: never the stored one, and never on the
+                    # thread of whoever got it (it may be another end user of the same key).
+                    parent, thread = thread, fork_id(request.key, thread, request.turns, outcome.index, _nonce(request))
+                    continue
             if outcome.kind == "unanswered":
                 return Plan("rerun", thread, parent)
             if delta_ok and parent is None:
                 # A client that names its thread and sends only user messages keeps no history:
                 # its messages are new turns.
                 return Plan("append", thread, None, _stamped(request.messages, request.retry))
-            parent, thread = thread, fork_id(request.key, thread, request.turns, outcome.index)
+            parent, thread = thread, fork_id(request.key, thread, request.turns, outcome.index, _nonce(request))
         raise ApiError(
             409,
             f"the conversation diverged from thread {request.key!r} more than {MAX_FORK_HOPS} times; "
@@ -384,16 +427,22 @@ class ServerState:
         outcome = TurnOutcome(thread_id=plan.thread_id, action=plan.action, forked_from=plan.forked_from)
         if plan.action == "replay":
             outcome.reply = plan.reply
+            outcome.pending = plan.pending
+            if plan.pending:
+                outcome.termination = "interrupted"
             return outcome
         handle.started = True
         sid = storage_id(request.agent, plan.thread_id, request.tenant)
-        inputs = plan.messages if plan.action == "append" else []
+        inputs = plan.messages if plan.action == "append" else None if plan.action == "resume" else []
         # collect gathers the turn's ledger as the graph runs; events carry everything else.
         collected = RunResult(thread_id=sid, output="", termination="agent_stop", messages=[], ledger=CostLedger())
         tokens = _TokenJoiner(handle) if request.stream else None
         final: FinalAnswer | None = None
         # A plain request only gathers the turn's events: they may come at each step's end.
-        async for event in agent.astream(inputs, sid, stream_tokens=request.stream, collect=collected, live=request.stream):
+        resume = plan.resume if plan.action == "resume" else None
+        async for event in agent.astream(
+            inputs, sid, stream_tokens=request.stream, resume=resume, collect=collected, live=request.stream
+        ):
             if isinstance(event, ModeDecided):
                 outcome.mode = event.mode
             elif isinstance(event, InterventionApplied):
@@ -402,6 +451,7 @@ class ServerState:
                 final = event
             elif isinstance(event, ApprovalRequested):
                 outcome.termination = "interrupted"
+                outcome.pending = [PendingCall.from_payload(c) for c in event.calls]
             if tokens is None:
                 continue
             if isinstance(event, TokenDelta):
@@ -410,6 +460,8 @@ class ServerState:
                 handle.put("reasoning", event.text)
             elif isinstance(event, ToolCallEvent | ToolResultEvent):
                 tokens.boundary()
+                if request.tool_events:
+                    handle.put("event", event_to_dict(event))
             elif isinstance(event, ModeDecided | InterventionApplied):
                 handle.put("event", event_to_dict(event))
         if final is not None:
@@ -455,6 +507,12 @@ def _stamped(messages: Sequence[Message], signal: RetrySignal) -> list[Message]:
     last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
     no_key = RetrySignal(None, signal.attempt)
     return [stamp(m, signal if i == last_user else no_key) if m.role == "user" else m for i, m in enumerate(messages)]
+
+
+def _nonce(request: TurnRequest) -> str:
+    """What keeps a request for a new answer on a fork of its own: its Idempotency-Key, so that
+    its resends find that fork, else a random value."""
+    return request.retry.key or secrets.token_hex(8)
 
 
 def _fail(handle: TurnHandle, exc: BaseException) -> None:

@@ -14,8 +14,22 @@ from starlette.middleware.cors import CORSMiddleware
 
 from agent.errors import UserFacingError
 
-ALLOWED_HEADERS = ("Authorization", "Content-Type", "X-Rein-Thread", "X-Thread-Id", "Idempotency-Key")
-"""Request headers a browser may send: the key, the JSON body's type and the thread headers."""
+API_HEADERS = ("Authorization", "Content-Type", "X-Rein-Thread", "X-Thread-Id", "Idempotency-Key")
+"""Request headers of rein's API: the key, the JSON body's type, the thread headers and the
+idempotency key."""
+SDK_HEADERS = (
+    "OpenAI-Organization", "OpenAI-Project", "OpenAI-Beta",
+    "X-Stainless-Lang", "X-Stainless-Package-Version", "X-Stainless-OS", "X-Stainless-Arch",
+    "X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Retry-Count", "X-Stainless-Timeout",
+    "X-Stainless-Read-Timeout", "X-Stainless-Async", "X-Stainless-Raw-Response", "X-Stainless-Helper-Method",
+    "X-Stainless-Stream-Helper", "X-Stainless-Poll-Helper", "X-Stainless-Custom-Poll-Interval",
+    "X-Stainless-Custom-Event-Handler",
+)
+"""Headers the official `openai` SDKs (npm and Python) add to every request: a browser asks for
+each in the preflight, and one refused fails the whole call, so the SDK could not reach the
+server from a page at all. Taken from the SDKs' sources (npm openai 7.60, Python openai 3.63)."""
+ALLOWED_HEADERS = API_HEADERS + SDK_HEADERS
+"""Request headers a browser may send."""
 EXPOSED_HEADERS = ("X-Rein-Thread",)
 """Response headers a browser app may read: the thread id to send back."""
 ALLOWED_METHODS = ("GET", "POST")

@@ -74,6 +74,19 @@ def read_signal(headers: Mapping[str, str]) -> RetrySignal:
     return RetrySignal(key, attempt)
 
 
+def is_resend(signal: RetrySignal, delivered: bool) -> bool:
+    """Whether a request whose history is its thread minus the last reply asks for that reply again.
+
+    An SDK retry (retry count above 0) does; a request with an Idempotency-Key of its own (the
+    key's turn was not found) asks for a new answer; without either, it is a resend only when no
+    client received the reply (`deliveries`): a Regenerate button, or another end user opening
+    the conversation the same way, gets a new answer, and a client that lost the answer gets it.
+    """
+    if signal.is_retry:
+        return True
+    return signal.key is None and not delivered
+
+
 def stamp(message: Message, signal: RetrySignal, now: float | None = None) -> Message:
     """The user message that commits a request, carrying its key and its arrival time."""
     meta = {**message.metadata, RECEIVED_FIELD: time.time() if now is None else now}

@@ -9,9 +9,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, overload
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from agent.messages import Message, Usage
+from agent.messages import PART_SEPARATOR, Message, Usage
+from agent.server.approvals import Decision, PendingCall, parse_decision
 from agent.server.errors import bad_request
 from agent.server.threads import Role, Turn, merge_turns
 
@@ -84,9 +85,10 @@ class ChatMessageIn(BaseModel):
     name: str | None = None
     """Optional participant name."""
     tool_calls: list[dict[str, Any]] | None = None
-    """Tool calls of an assistant message (client-side tools; kept out of the thread)."""
+    """Tool calls of an assistant message: the server's own calls that paused for approval, sent
+    back with the history (the thread holds them already), or a client's (kept out of the thread)."""
     tool_call_id: str | None = None
-    """For a tool message: the call it answers."""
+    """For a tool message: the call it answers (at the end of a request, a decision on a paused call)."""
 
     @model_validator(mode="after")
     def _content_present(self) -> ChatMessageIn:
@@ -101,7 +103,7 @@ class ChatMessageIn(BaseModel):
             return ""
         if isinstance(self.content, str):
             return self.content
-        return "".join(p.text if isinstance(p, TextPart) else "" for p in self.content)
+        return PART_SEPARATOR.join(p.text for p in self.content if isinstance(p, TextPart))
 
 
 class StreamOptions(BaseModel):
@@ -120,7 +122,8 @@ class ChatRequest(BaseModel):
     model: str = Field(min_length=1)
     """The served agent's name."""
     messages: list[ChatMessageIn] = Field(min_length=1)
-    """The conversation; the last message must come from the user."""
+    """The conversation; it ends with a user message, or with tool messages that decide calls
+    awaiting approval."""
     stream: bool = False
     """Answer as server-sent events."""
     stream_options: StreamOptions | None = None
@@ -133,11 +136,29 @@ class ChatRequest(BaseModel):
     """Client-side tools: rejected when non-empty (the agent's own tools run on the server)."""
     functions: list[dict[str, Any]] | None = None
     """Legacy client-side functions: rejected when non-empty."""
+    response_format: dict[str, Any] | None = None
+    """Only `{"type": "text"}`: the served agent writes its answer its own way, so a JSON mode or
+    schema it would not follow is refused rather than ignored."""
+
+    @field_validator("response_format")
+    @classmethod
+    def _text_only(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and value.get("type", "text") != "text":
+            raise ValueError(
+                f"response_format {value.get('type')!r} is not supported: the served agent answers in "
+                "text and does not follow a JSON mode or schema; send {\"type\": \"text\"} or leave it out"
+            )
+        return value
 
     @model_validator(mode="after")
     def _supported(self) -> ChatRequest:
-        if self.messages[-1].role != "user":
-            raise ValueError(f"the last message must come from the user, not {self.messages[-1].role!r}")
+        if self.messages[-1].role not in ("user", "tool"):
+            raise ValueError(
+                f"the last message must come from the user (or be tool messages answering calls awaiting "
+                f"approval), not {self.messages[-1].role!r}"
+            )
+        if any(m.role == "tool" and not m.tool_call_id for m in trailing_tool_messages(self.messages)):
+            raise ValueError("a tool message answering a call awaiting approval needs its tool_call_id")
         if self.n not in (None, 1):
             raise ValueError("only n=1 is supported")
         if self.tools or self.functions:
@@ -148,9 +169,24 @@ class ChatRequest(BaseModel):
         return self
 
     @property
+    def decisions(self) -> list[Decision] | None:
+        """The decisions of the tool messages that end the request, answering calls awaiting
+        approval; None when it ends with a user message."""
+        answers = trailing_tool_messages(self.messages)
+        return [parse_decision(m.tool_call_id or "", m.text) for m in answers] if answers else None
+
+    @property
     def include_usage(self) -> bool:
         """Whether a streamed answer ends with a usage chunk."""
         return bool(self.stream_options and self.stream_options.include_usage)
+
+
+def trailing_tool_messages(messages: list[ChatMessageIn]) -> list[ChatMessageIn]:
+    """The tool messages that end a conversation (the client's answers to the last tool calls)."""
+    start = len(messages)
+    while start > 0 and messages[start - 1].role == "tool":
+        start -= 1
+    return messages[start:]
 
 
 def parse_request(body: bytes, *, max_messages: int = MAX_MESSAGES) -> ChatRequest:
@@ -261,7 +297,8 @@ def client_history(request: ChatRequest) -> tuple[list[Turn], CommitMessages, li
     """The request's surface turns, the messages that commit them, and its system texts.
 
     System and developer messages, tool messages and tool calls stay out of the thread: the agent
-    has its own system prompt and runs its own tools. User messages keep their image parts.
+    has its own system prompt and runs its own tools (tool messages that end a request are decisions
+    on paused calls, read by `ChatRequest.decisions`). User messages keep their image parts.
     """
     pairs: list[tuple[Role, str]] = []
     users: list[ChatMessageIn] = []
@@ -286,7 +323,7 @@ def _content(m: ChatMessageIn) -> str | list[dict[str, Any]]:
         return m.content or ""
     parts = [p.model_dump(exclude_none=True) for p in m.content if not isinstance(p, RefusalPart)]
     if all(p["type"] == "text" for p in parts):
-        return "".join(p["text"] for p in parts)
+        return PART_SEPARATOR.join(p["text"] for p in parts)
     return parts
 
 
@@ -309,12 +346,15 @@ def openai_usage(usage: Usage) -> dict[str, int]:
 
 def completion_object(
     *, id: str, model: str, content: str, finish_reason: str, usage: Usage, rein: dict[str, Any],
-    reasoning: str | None = None,
+    reasoning: str | None = None, pending: Sequence[PendingCall] = (),
 ) -> dict[str, Any]:
-    """A `chat.completion` object with rein's metadata in a `rein` field."""
-    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+    """A `chat.completion` object with rein's metadata in a `rein` field; a turn paused on `pending`
+    calls shows them as the message's `tool_calls` (its content null when it said nothing yet)."""
+    message: dict[str, Any] = {"role": "assistant", "content": content or (None if pending else ""), "refusal": None}
     if reasoning:
         message["reasoning_content"] = reasoning
+    if pending:
+        message["tool_calls"] = [c.as_tool_call() for c in pending]
     return {
         "id": id,
         "object": "chat.completion",
@@ -324,6 +364,11 @@ def completion_object(
         "usage": openai_usage(usage),
         "rein": rein,
     }
+
+
+def tool_call_deltas(pending: Sequence[PendingCall]) -> list[dict[str, Any]]:
+    """Paused calls as a stream chunk's `delta.tool_calls`: each whole, with its index."""
+    return [{"index": i, **c.as_tool_call()} for i, c in enumerate(pending)]
 
 
 def chunk_object(

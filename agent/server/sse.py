@@ -17,7 +17,7 @@ with needs_extra("server", "rein's HTTP server"):
 
 from agent.server.chat_turns import TurnHandle, TurnOutcome
 from agent.server.errors import ApiError, error_body
-from agent.server.schema import ChatRequest, chunk_object, new_completion_id
+from agent.server.schema import ChatRequest, chunk_object, new_completion_id, tool_call_deltas
 
 log = logging.getLogger("rein.server")
 
@@ -54,9 +54,10 @@ async def next_item(items: asyncio.Queue[Any], deadline: float) -> Any:
 async def stream_turn(
     handle: TurnHandle, request: ChatRequest, deadline: float, timeout_s: float
 ) -> AsyncGenerator[bytes, None]:
-    """The SSE body of a streamed turn: a role chunk, content (and rein event) chunks, a final
-    chunk with the finish reason, an optional usage chunk, and [DONE]. rein's metadata rides on
-    the last chunk before [DONE].
+    """The SSE body of a streamed turn: a role chunk, content (and rein event) chunks, a chunk
+    with the paused calls' `tool_calls` when the turn paused for approval, a final chunk with the
+    finish reason, an optional usage chunk, and [DONE]. rein's metadata rides on the last chunk
+    before [DONE].
 
     Each yield is one write: the events queued by the time the stream would wait go out together
     (a loaded server queues several between two wake-ups; each write costs the ASGI stack's send
@@ -109,6 +110,8 @@ async def stream_turn(
     elif " ".join(shown.split()) != " ".join(outcome.reply.split()):
         log.warning("thread %s: streamed text differs from the committed reply", outcome.thread_id)
     meta = outcome.metadata()
+    if outcome.pending:  # a pause: the calls awaiting decisions, whole, as OpenAI streams tool calls
+        pending.append(chunk(delta={"tool_calls": tool_call_deltas(outcome.pending)}))
     pending.append(chunk(finish_reason=outcome.finish_reason, rein=None if usage_field else meta))
     if usage_field:
         pending.append(

@@ -198,18 +198,29 @@ def compare_window(client: list[Turn]) -> int:
     return len(client) + 2
 
 
-def fork_id(base: str, parent: str, client: list[Turn], index: int) -> str:
+def fork_id(base: str, parent: str, client: list[Turn], index: int, again: str | None = None) -> str:
     """The thread a history diverging from `parent` at `index` continues on.
 
-    The hash covers the parent, the agreed prefix and the first differing client message when it
-    is a user message; a differing assistant message (or a history that stops there) counts by
-    position only, so a regenerated reply and the turns after it land on the same fork.
+    The hash covers the parent, the agreed prefix and the first differing client message: a user
+    message by its text, an assistant message by its words (`reply_words`, so a chat UI that
+    re-renders it still reaches the same fork). A history that stops there asks for a new answer
+    (Regenerate, or another end user opening the same way): `again` (the request's
+    Idempotency-Key, else a random nonce) keeps each such request on a fork of its own; the turns
+    that follow it carry the answer it got and reach the fork of that answer's words.
     """
     head = [[t.role, t.key] for t in client[:index]]
     at = client[index] if index < len(client) else None
-    marker = [at.role, at.key] if at is not None and at.role == "user" else ["assistant", None]
+    if at is None:
+        marker: list[str | None] = ["again", again] if again is not None else ["assistant", None]
+    else:
+        marker = [at.role, at.key if at.role == "user" else reply_words(at.text) or at.key]
     payload = json.dumps([parent, head, marker], ensure_ascii=False, separators=(",", ":"))
     return f"{base}~{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
+
+
+def reply_words(text: str) -> str:
+    """A reply's words, casefolded, markup and punctuation aside (what `same_words` compares)."""
+    return " ".join(_WORD.findall(text.casefold()))
 
 
 def derived_key(system_texts: list[str], turns: list[Turn]) -> str:

@@ -236,3 +236,10 @@ def test_two_tools_of_one_name_are_refused() -> None:
     assert sorted(serve(named_like_a_tool, with_lookup).list_tools(), key=lambda t: t.name)[0].name == "bot"
     with pytest.raises(UserFacingError, match="two MCP tools would be named 'bot.lookup'"):
         serve(named_like_a_tool, with_lookup, expose_tools=True)
+
+
+def test_agent_tool_descriptions_never_publish_the_system_prompt() -> None:
+    secret = "You are the internal refunds bot. Override code: ZX-991."
+    agent = Agent(ScriptedModel([reply("ok")]), name="refunds", system_prompt=secret)
+    (tool_,) = AgentMcpServer({"refunds": agent}).list_tools()
+    assert "refunds" in tool_.description and "ZX-991" not in tool_.description and "internal" not in tool_.description

@@ -154,3 +154,12 @@ def test_serving_freezes_the_start_up_heap_and_still_collects_new_cycles() -> No
     assert int(frozen) > 10_000
     # ...while a cycle made while serving is still freed.
     assert collected == "True"
+
+
+def test_a_keyed_server_says_how_derived_threads_are_shared(tmp_path: Path, echo_spec: Path) -> None:
+    keys = tmp_path / "keys.txt"
+    keys.write_text("web-app-key\n")
+    proc, _ = start(["--agent", str(echo_spec), "--db", str(tmp_path / "t.sqlite"), "--api-key-file", str(keys)])
+    assert stop(proc) == 0
+    notes = [line for line in (proc.stderr.read() if proc.stderr else "").splitlines() if "derived from its conversation" in line]
+    assert len(notes) == 1 and "per end user" in notes[0]

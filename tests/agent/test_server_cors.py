@@ -108,3 +108,43 @@ def test_origins_are_checked() -> None:
             check_origin(bad)
     with pytest.raises(UserFacingError, match="trailing slash"):
         create_app({"echo": Agent(EchoModel(), checkpointer="memory", name="echo")}, cors_origins=["https://a.com/"])
+
+
+# Every header the official openai SDKs add to a request (npm 7.60, in a browser; Python's own
+# ones too), as a browser lists them in a preflight.
+SDK_PREFLIGHT_HEADERS = (
+    "authorization,content-type,idempotency-key,openai-organization,openai-project,x-rein-thread,"
+    "x-stainless-arch,x-stainless-lang,x-stainless-os,x-stainless-package-version,x-stainless-retry-count,"
+    "x-stainless-runtime,x-stainless-runtime-version,x-stainless-timeout,x-stainless-helper-method,"
+    "x-stainless-async,x-stainless-read-timeout,x-stainless-raw-response,openai-beta"
+)
+
+
+@pytest.mark.parametrize("origin", [APP_ORIGIN, "*"])
+def test_preflight_allows_the_headers_the_openai_sdks_send(origin: str) -> None:
+    server = serve(cors_origins=[origin])
+    try:
+        r = httpx.options(
+            f"{server.url}/v1/chat/completions",
+            headers={"Origin": APP_ORIGIN, "Access-Control-Request-Method": "POST",
+                     "Access-Control-Request-Headers": SDK_PREFLIGHT_HEADERS},
+            trust_env=False,
+        )
+        assert r.status_code == 200, r.text
+        allowed = {h.strip().lower() for h in r.headers["access-control-allow-headers"].split(",")}
+        assert set(SDK_PREFLIGHT_HEADERS.split(",")) <= allowed
+    finally:
+        server.stop()
+
+
+def test_the_npm_openai_sdk_calls_the_server_through_cors(cors_url: str) -> None:
+    from tests.js_support import run_node
+
+    out = run_node("openai-cors", "call.mjs", f"{cors_url}/v1", KEY, APP_ORIGIN, "echo")
+    assert "error" not in out, out
+    assert out["reply"] == "You said: hi from a page" and out["thread"] == "page-1"
+    assert out["streamed"] == "You said: again"
+    # The SDK's own headers were asked for (and granted) in each preflight.
+    asked = set(out["preflights"][0]["asked"])
+    assert {"x-stainless-lang", "x-stainless-retry-count", "openai-organization", "openai-project"} <= asked
+    assert all(p["status"] == 200 and not p["refused"] for p in out["preflights"])

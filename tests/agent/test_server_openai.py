@@ -280,8 +280,10 @@ def test_resent_history_is_reconciled_without_duplicates(served: Served, keyed_b
         assert thread_id.startswith("conv-")
     expected = [(m["role"], m["content"]) for m in messages[1:-1]]
     assert served.surface("bot", thread_id) == expected
-    # A retry of the last request (same body) replays the committed answer; nothing is added.
-    retry = c.chat.completions.create(model="bot", messages=messages[:-2], **extra)
+    # A retry of the last request (same body, marked as the SDK marks its retries) replays the
+    # committed answer; nothing is added.
+    retry = c.chat.completions.create(model="bot", messages=messages[:-2], extra_headers={"X-Stainless-Retry-Count": "1"},
+                                      **extra)
     assert retry.model_extra["rein"]["action"] == "replay"
     assert retry.choices[0].message.content == messages[-2]["content"]
     assert served.surface("bot", thread_id) == expected

@@ -70,11 +70,16 @@ def test_fork_ids_are_deterministic_and_stable_across_the_forked_conversation() 
     # ...a different edit at the same place does not.
     other = turns(U1, A1, ("user", "change it"))
     assert fork_id("k", "k", other, 2) != fork
-    # A regenerated reply counts by position: the retry and the turns after it share one fork.
+    # A request for another answer (its history stops there) gets a fork of its own per nonce
+    # (its Idempotency-Key, so its resends find it); the turns after it are found by the words of
+    # the answer they carry, however a chat UI re-rendered them.
     regen = turns(U1, A1, U2)
-    regen_fork = fork_id("k", "k", regen, compare(regen, turns(U1, A1, U2, A2, U3, ("assistant", "bye"))).index)
-    after = regen + turns(("assistant", "done again"), U3)
-    assert fork_id("k", "k", after, 3) == regen_fork
+    at = compare(regen, turns(U1, A1, U2, A2, U3, ("assistant", "bye"))).index
+    assert fork_id("k", "k", regen, at, "n1") == fork_id("k", "k", regen, at, "n1") != fork_id("k", "k", regen, at, "n2")
+    after = regen + turns(("assistant", "Done **again**."), U3)
+    rerendered = regen + turns(("assistant", "done again"), U3)
+    assert fork_id("k", "k", after, 3) == fork_id("k", "k", rerendered, 3)
+    assert fork_id("k", "k", after, 3) != fork_id("k", "k", regen + turns(("assistant", "other"), U3), 3)
     # Forks of forks hash their parent, so they never collide with it.
     assert fork_id("k", fork, edit, d) != fork
 
@@ -211,8 +216,9 @@ def test_client_history_keeps_text_turns_and_image_parts() -> None:
     ))
     turns_, messages, system = client_history(req)
     assert system == ["be brief"]
-    assert [(t.role, t.text) for t in turns_] == [("user", "what is this?"), ("assistant", "A cat."), ("user", "and")]
-    assert messages[0].content == "what is this?"
+    # Text parts keep a line break between them, never "what is this?" run together by accident.
+    assert [(t.role, t.text) for t in turns_] == [("user", "what is \nthis?"), ("assistant", "A cat."), ("user", "and")]
+    assert messages[0].content == "what is \nthis?"
     assert isinstance(messages[2].content, list) and messages[2].content[1]["type"] == "image_url"
     assert [m.role for m in messages] == ["user", "assistant", "user"]
     # Built when read, once: a slice of the new turns builds only those.

@@ -75,6 +75,9 @@ def test_workers_share_one_port_and_a_dead_worker_is_replaced(echo_spec: Path, p
                 r = client.post("/v1/chat/completions", headers=thread,
                                 json={"model": "echo-bot", "messages": [{"role": "user", "content": word}]})
                 assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == f"You said: {word}"
+            if children(proc.pid) != workers:  # a worker died by itself: show the supervisor's account
+                proc.send_signal(signal.SIGTERM)
+                pytest.fail(f"a worker exited unasked: {proc.communicate(timeout=60)[1][-3000:]}")
             os.kill(min(workers), signal.SIGKILL)
             deadline = time.monotonic() + 60
             while len(children(proc.pid) - workers) < 1 or len(children(proc.pid)) < 2:

@@ -80,9 +80,13 @@ async def test_a_turn_with_a_plant_a_tool_call_and_a_failing_tool(spans: InMemor
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": "agent",
         "gen_ai.conversation.id": "thread-7",
+        "session.id": "thread-7",  # what Phoenix groups a conversation's turns by
         "gen_ai.request.model": "scripted",
         "rein.mode": "agentic",
         "rein.termination": "agent_stop",
+        # The whole turn's tokens: both model calls and the intervention's.
+        "gen_ai.usage.input_tokens": result.ledger.usage.input_tokens,
+        "gen_ai.usage.output_tokens": result.ledger.usage.output_tokens,
     }
     assert root.status.status_code is StatusCode.UNSET
     # Every step is a direct child of the turn, in the order it ran.

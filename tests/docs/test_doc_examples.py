@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PAGES = ("runtime.md", "models.md", "scenarios.md", "tracing.md", "mcp.md", "rein.md")
+PAGES = ("runtime.md", "models.md", "scenarios.md", "tracing.md", "mcp.md", "rein.md", "guardrails.md")
 _MARKER = re.compile(r"^<!--\s*doc-test(?::\s*(output|file\s+(\S+)))?\s*-->\s*$")
 _FENCE = re.compile(r"^```(\w*)\s*$")
 
