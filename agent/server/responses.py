@@ -11,6 +11,9 @@ request is, under the same keys, tenants, limits and retry rules. Which thread:
 - else the X-Rein-Thread / X-Thread-Id header, the `user` field, or the conversation hash, as in
   Chat Completions.
 
+A turn paused for approval answers with `function_call` items; `function_call_output` items that
+end a later request's input are the decisions that resume it (responses_approvals.py).
+
 Response ids and where their records live: responses_ids.py.
 """
 
@@ -31,6 +34,7 @@ with needs_extra("server", "rein's HTTP server"):
 from agent.messages import Message
 from agent.planted_reasoning import PLANTED
 from agent.runtime import Agent
+from agent.server.approvals import pending_calls
 from agent.server.chat_turns import (
     Plan,
     ServerConfig,
@@ -40,6 +44,7 @@ from agent.server.chat_turns import (
 )
 from agent.server.deliveries import client_connected, delivered_stream
 from agent.server.errors import ApiError, bad_request
+from agent.server.responses_approvals import needs_approval, resumed_shape, segment
 from agent.server.responses_ids import (
     MESSAGE_PREFIX,
     RECORD_FIELD,
@@ -48,6 +53,8 @@ from agent.server.responses_ids import (
     new_nonce,
     parse_id,
     record,
+    split_nonce,
+    tagged,
     turn_end,
     unknown,
     with_record,
@@ -56,11 +63,12 @@ from agent.server.responses_objects import ResponseShape, response_object
 from agent.server.responses_schema import (
     Entry,
     ResponsesRequest,
+    input_decisions,
     input_entries,
     parse_responses_request,
 )
 from agent.server.responses_sse import response_status, stream_response
-from agent.server.retries import KEY_FIELD, RetrySignal, read_signal, turn_reply
+from agent.server.retries import KEY_FIELD, RetrySignal, read_signal
 from agent.server.sse import EventStream
 from agent.server.thread_header import read_thread_header, thread_header
 from agent.server.threads import (
@@ -111,7 +119,8 @@ def add_responses_routes(
         body = await read_body(request, cfg.max_body_bytes, cfg.body_timeout_s)
         req = parse_responses_request(body, max_messages=cfg.max_messages)
         agent = state.agent(req.model)
-        entries = input_entries(req)
+        decisions = input_decisions(req)
+        entries = input_entries(req, decisions=decisions is not None)
         try:
             retry = read_signal(request.headers)
         except ValueError as exc:
@@ -123,22 +132,35 @@ def add_responses_routes(
             ResponseRef(req.model, "", nonce), instructions=req.instructions, metadata=dict(req.metadata or {}),
             previous_response_id=req.previous_response_id, conversation=req.conversation_id, store=req.store,
         )
-        if req.store:
+        if req.store and decisions is None:
             rec = record(
                 nonce, shape.created_at, instructions=req.instructions, metadata=req.metadata or None,
                 previous_response_id=req.previous_response_id, conversation=shape.conversation,
             )
             last = max(i for i, m in enumerate(messages) if m.role == "user")
             messages[last] = with_record(messages[last], rec)
-        thread = await _thread(request, req, agent, tenant, [e.text for e in entries if e.role == "system"], turns)
+        system = [e.text for e in entries if e.role == "system"]
+        if decisions is not None and req.previous_response_id is not None:
+            # Decisions answer the thread's pause, wherever the named response sits in it.
+            thread = Thread((await _continued(req.previous_response_id, req.model, agent, tenant)).key, "header", [], [])
+        else:
+            thread = await _thread(request, req, agent, tenant, system, turns)
+        if decisions is not None and thread.source == "derived" and not turns:
+            raise bad_request(
+                "function_call_output items answer a paused response: name it by previous_response_id "
+                "(or its conversation, or the X-Rein-Thread header)", param="input",
+            )
         deadline = asyncio.get_running_loop().time() + cfg.request_timeout_s
         turn = TurnRequest(
             req.model, thread.key, thread.source, tenant, thread.turns + turns, thread.messages + messages,
-            stream=req.stream, retry=retry,
+            stream=req.stream, retry=retry, decisions=decisions,
         )
         handle = state.start(turn)
         plan: Plan = await _wait(handle, handle.plan, deadline, cfg.request_timeout_s)
-        shape = await _shape_for(plan, shape, agent, tenant, retry)
+        if decisions is not None:
+            shape = await resumed_shape(plan, shape, decisions, agent, tenant)
+        else:
+            shape = await _shape_for(plan, shape, agent, tenant, retry)
         headers = {"X-Rein-Thread": thread_header(plan.thread_id)}
         if req.stream:
             return EventStream(
@@ -154,7 +176,8 @@ def add_responses_routes(
             # A reply the client received is not handed out again to a request that is not a retry.
             state.delivered(turn, outcome)
         obj = response_object(
-            shape, status=response_status(outcome), text=outcome.reply, usage=outcome.usage, rein=outcome.metadata()
+            shape, status=response_status(outcome), text=outcome.reply if outcome.reply or not outcome.pending else None,
+            usage=outcome.usage, rein=outcome.metadata(), calls=outcome.pending,
         )
         return json_response(obj, headers=headers)
 
@@ -162,16 +185,24 @@ def add_responses_routes(
         tenant = await authorize(request)
         ref = parse_id(request.path_params["response_id"])
         agent = state.agents.get(ref.agent)
-        history = await agent.ahistory(storage_id(ref.agent, ref.thread_id, tenant)) if agent else []
+        sid = storage_id(ref.agent, ref.thread_id, tenant)
+        history = await agent.ahistory(sid) if agent else []
         index = find_record(history, ref.nonce)
-        if index is None:
+        part = segment(history, index, split_nonce(ref.nonce)[1], needs_approval(agent)) if agent and index is not None else None
+        if agent is None or index is None or part is None:
             raise unknown(request.path_params["response_id"])
-        rec = history[index].metadata[RECORD_FIELD]
-        reply = turn_reply(history, index)
-        answered = bool(reply) or turn_end(history, index) < len(history) or not is_open(history)
+        calls = part.calls
+        if part.last and is_open(history):
+            # Its pause may still wait: the checkpoint says on what (and why, for a guardrail's hold).
+            calls = await pending_calls(agent, sid) or calls
+        answered = bool(part.text) or bool(calls) or not part.last or not is_open(history)
+        shape = _shape_of(ref, history[index].metadata[RECORD_FIELD])
+        if part.tag is not None:
+            shape.previous_response_id = tagged(ref, part.previous).response_id
+        text = part.text if part.text or not calls else None
         obj = response_object(
-            _shape_of(ref, rec), status="completed" if answered else "in_progress", text=reply if answered else None,
-            rein={"thread_id": ref.thread_id},
+            shape, status="completed" if answered else "in_progress", text=text if answered else None,
+            rein={"thread_id": ref.thread_id}, calls=calls,
         )
         return json_response(obj, headers={"X-Rein-Thread": thread_header(ref.thread_id)})
 
@@ -251,9 +282,10 @@ async def _resolve_references(state: ServerState, entries: list[Entry], tenant: 
         if sid not in read:
             read[sid] = await agent.ahistory(sid) if agent else []
         index = find_record(read[sid], ref.nonce)
-        if index is None:
+        part = segment(read[sid], index, split_nonce(ref.nonce)[1], needs_approval(agent)) if agent and index is not None else None
+        if part is None:
             raise unknown(entry.text, "item")
-        resolved.append(Entry("assistant", turn_reply(read[sid], index)))
+        resolved.append(Entry("assistant", part.text))
     return resolved
 
 

@@ -8,12 +8,18 @@ processes sharing a database all find it. The id holds no tenant. A request read
 its own tenant (`storage_id`), so another tenant's key naming the id reaches its own namespace,
 where no message carries the nonce, and gets 404. The output message of a response is
 `msg_` + the same payload, so an `item_reference` to it resolves the same way.
+
+A turn paused for approval is resumed by a request that adds no user message, so its response has
+no message of its own to carry a record: its nonce is the paused turn's nonce + `.` + a tag of the
+decisions (a hash of the least call id they answer). Looked up, the tag is stripped to find the
+turn, and the tool message answering that call marks where the resumed response begins.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import secrets
 from collections.abc import Sequence
@@ -30,6 +36,8 @@ RESPONSE_PREFIX = "resp_"
 """How a response id starts."""
 MESSAGE_PREFIX = "msg_"
 """How the id of a response's output message starts."""
+TAG_SEPARATOR = "."
+"""Between a paused turn's nonce and the tag of the decisions that resumed it (nonces are hex)."""
 MAX_ID_LENGTH = 4096
 """Longest id decoded (thread keys are at most 256 characters, forks add 13 a hop)."""
 
@@ -65,6 +73,28 @@ def new_nonce() -> str:
     return secrets.token_hex(12)
 
 
+def call_tag(call_id: str) -> str:
+    """The tag of a resumed response whose decisions answer this call (the least id they name)."""
+    return hashlib.sha256(call_id.encode()).hexdigest()[:12]
+
+
+def resumed(ref: ResponseRef, call_ids: Sequence[str]) -> ResponseRef:
+    """The response of the turn `ref` opened, resumed by decisions on these calls."""
+    return tagged(ref, call_tag(min(call_ids)))
+
+
+def tagged(ref: ResponseRef, tag: str | None) -> ResponseRef:
+    """The response of the turn `ref` names that carries this decisions tag (None: the opening one)."""
+    nonce = split_nonce(ref.nonce)[0]
+    return ResponseRef(ref.agent, ref.thread_id, nonce if tag is None else nonce + TAG_SEPARATOR + tag)
+
+
+def split_nonce(nonce: str) -> tuple[str, str | None]:
+    """A nonce's record part and its decisions tag (None for a response that opened its turn)."""
+    record_id, _, tag = nonce.partition(TAG_SEPARATOR)
+    return record_id, tag or None
+
+
 def unknown(value: str, what: str = "response") -> ApiError:
     """The 404 for an id that names nothing the caller's tenant holds."""
     return not_found(f"no {what} with id {value!r}", code=f"{what}_not_found")
@@ -96,7 +126,9 @@ def with_record(message: Message, rec: dict[str, Any]) -> Message:
 
 
 def find_record(history: Sequence[Message], nonce: str) -> int | None:
-    """The index of the user message carrying the response with this nonce."""
+    """The index of the user message carrying the response with this nonce (for a resumed
+    response, the user message of the turn it resumed)."""
+    nonce = split_nonce(nonce)[0]
     for i in range(len(history) - 1, -1, -1):
         m = history[i]
         if m.role == "user" and (m.metadata.get(RECORD_FIELD) or {}).get("id") == nonce:

@@ -1,12 +1,16 @@
-"""Response objects of the Responses API: the `response` itself, its output message and usage."""
+"""Response objects of the Responses API: the `response` itself, its output message, the
+`function_call` items of calls awaiting approval, and usage."""
 
 from __future__ import annotations
 
+import hashlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent.messages import Usage
+from agent.server.approvals import PendingCall
 from agent.server.responses_ids import ResponseRef
 
 Status = Literal["in_progress", "completed", "failed", "incomplete"]
@@ -35,11 +39,13 @@ class ResponseShape:
 
 def response_object(
     shape: ResponseShape, *, status: Status, text: str | None, usage: Usage | None = None,
-    rein: dict[str, Any] | None = None, error: dict[str, Any] | None = None,
+    rein: dict[str, Any] | None = None, error: dict[str, Any] | None = None, calls: Sequence[PendingCall] = (),
 ) -> dict[str, Any]:
-    """A `response` object; its output is one assistant message when `text` is not None."""
+    """A `response` object; its output is an assistant message when `text` is not None, then a
+    `function_call` item for each call the turn paused on."""
     item_status: ItemStatus = "in_progress" if status == "failed" else status
     output = [] if text is None else [message_item(shape, text, item_status)]
+    output += [function_call_item(shape, c) for c in calls]
     obj: dict[str, Any] = {
         "id": shape.ref.response_id,
         "object": "response",
@@ -73,6 +79,17 @@ def message_item(shape: ResponseShape, text: str, status: ItemStatus) -> dict[st
     """The response's output message (an in-progress one holds its text so far, if any)."""
     content = [output_text(text)] if status != "in_progress" or text else []
     return {"type": "message", "id": shape.ref.message_id, "role": "assistant", "status": status, "content": content}
+
+
+def function_call_item(shape: ResponseShape, call: PendingCall, arguments: str | None = None) -> dict[str, Any]:
+    """A call awaiting approval as the `function_call` item OpenAI answers when its model asks for a
+    client's tool (`arguments` given: the item as first announced in a stream, still in progress)."""
+    digest = hashlib.sha256(f"{shape.ref.response_id}\0{call.id}".encode()).hexdigest()[:24]
+    return {
+        "type": "function_call", "id": "fc_" + digest, "call_id": call.id, "name": call.name,
+        "arguments": call.arguments if arguments is None else arguments,
+        "status": "completed" if arguments is None else "in_progress",
+    }
 
 
 def output_text(text: str) -> dict[str, Any]:

@@ -4,8 +4,10 @@
 system or developer, with text or `input_text` / `output_text` / `input_image` parts) are the
 conversation, as in Chat Completions; system and developer text, like `instructions`, only enters
 the derived thread key (the agent has its own system prompt). `item_reference` items name an
-earlier response's output message and are resolved against its thread. Client-side tool traffic
-(`function_call`, `function_call_output`) and `reasoning` items stay out of the thread.
+earlier response's output message and are resolved against its thread. `function_call_output`
+items that end the input are decisions on the calls a paused turn waits on (docs/server.md, "The
+Responses API"); other tool traffic (`function_call`, earlier outputs) and `reasoning` items stay
+out of the thread.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agent.server.approvals import Decision, parse_decision
 from agent.server.errors import bad_request
 from agent.server.schema import CONTAINERS_PER_MESSAGE, MAX_MESSAGES, check_depth, check_unicode
 
@@ -36,6 +39,10 @@ class InputItem(BaseModel):
     """For a message: text, or content parts."""
     id: str | None = None
     """For an item_reference: the id of the item it names."""
+    call_id: str | None = None
+    """For a function_call_output: the call it answers."""
+    output: str | list[dict[str, Any]] | None = None
+    """For a function_call_output: its text (a decision, when it answers a paused call)."""
 
     @model_validator(mode="after")
     def _complete(self) -> InputItem:
@@ -43,6 +50,8 @@ class InputItem(BaseModel):
             raise ValueError("a message item needs a `role` and `content`")
         if self.type == "item_reference" and not self.id:
             raise ValueError("an item_reference needs an `id`")
+        if self.type == "function_call_output" and (not self.call_id or self.output is None):
+            raise ValueError("a function_call_output needs a `call_id` and an `output`")
         if self.type not in SKIPPED_ITEMS | {"message", "item_reference"}:
             raise ValueError(f"input items of type {self.type!r} are not supported")
         return self
@@ -151,9 +160,32 @@ def parse_responses_request(body: bytes, *, max_messages: int = MAX_MESSAGES) ->
         raise bad_request("invalid request: " + "; ".join(shown) + more, param=first_loc) from None
 
 
-def input_entries(request: ResponsesRequest) -> list[Entry]:
+def input_decisions(request: ResponsesRequest) -> list[Decision] | None:
+    """The decisions of the function_call_output items that end the input (after its last message),
+    answering calls awaiting approval; None when there are none."""
+    if isinstance(request.input, str):
+        return None
+    answers: list[InputItem] = []
+    for item in reversed(request.input):
+        if item.type in ("message", "item_reference"):
+            break
+        if item.type == "function_call_output":
+            answers.insert(0, item)
+    if not answers:
+        return None
+    return [parse_decision(a.call_id or "", _output_text(a.output or "")) for a in answers]
+
+
+def _output_text(output: str | list[dict[str, Any]]) -> str:
+    """A function_call_output's text (its text parts joined, when it has parts)."""
+    if isinstance(output, str):
+        return output
+    return "".join(p.get("text", "") for p in output if p.get("type") in _TEXT_PARTS)
+
+
+def input_entries(request: ResponsesRequest, *, decisions: bool = False) -> list[Entry]:
     """The request's input as entries (instructions first, as system text); 400 when it does not
-    end with a user message or holds parts rein cannot take."""
+    end with a user message (or, with `decisions`, with them) or holds parts rein cannot take."""
     entries = [Entry("system", request.instructions)] if request.instructions else []
     if isinstance(request.input, str):
         entries.append(Entry("user", request.input))
@@ -167,8 +199,11 @@ def input_entries(request: ResponsesRequest) -> list[Entry]:
                 )
                 entries.append(Entry(role, _content(item.content, f"input.{n}.content", images=role == "user")))
     last = next((e for e in reversed(entries) if e.role != "system"), None)
-    if last is None or last.role != "user":
-        raise bad_request("the input must end with a user message", param="input")
+    if not decisions and (last is None or last.role != "user"):
+        raise bad_request(
+            "the input must end with a user message (or with function_call_output items answering the calls "
+            "a paused response waits on)", param="input",
+        )
     return entries
 
 

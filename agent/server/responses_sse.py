@@ -2,8 +2,11 @@
 
 Each event is `event: TYPE` and `data: {…, "type": TYPE, "sequence_number": N}`, in the order
 OpenAI sends them: response.created and response.in_progress; the output message's
-response.output_item.added and response.content_part.added; a response.output_text.delta per
-token; then response.output_text.done, response.content_part.done, response.output_item.done and
+response.output_item.added and response.content_part.added (with the first token); a
+response.output_text.delta per token; then response.output_text.done, response.content_part.done
+and response.output_item.done. A turn paused for approval then adds each call it waits on as a
+function_call item (response.output_item.added, response.function_call_arguments.delta and .done,
+response.output_item.done), and leaves the message out when it said nothing. Last comes
 response.completed (response.incomplete when the agent ran out of steps) with the usage and rein's
 metadata. The mode decision and each intervention ride on `rein.event` events as they happen. A
 turn that fails after the headers went out ends with response.failed; the stream has no [DONE].
@@ -22,6 +25,7 @@ from agent.server.responses_objects import (
     ResponseShape,
     Status,
     failure,
+    function_call_item,
     message_item,
     output_text,
     response_object,
@@ -61,9 +65,15 @@ async def stream_response(
     pending = [
         event("response.created", response=response_object(shape, status="in_progress", text=None)),
         event("response.in_progress", response=response_object(shape, status="in_progress", text=None)),
-        event("response.output_item.added", output_index=0, item=message_item(shape, "", "in_progress")),
-        event("response.content_part.added", **ids, part=output_text("")),
     ]
+    # The message is announced with its first token: a turn that pauses for approval before it
+    # says anything answers with its function_call items alone, as OpenAI does.
+    def opening() -> list[bytes]:
+        return [
+            event("response.output_item.added", output_index=0, item=message_item(shape, "", "in_progress")),
+            event("response.content_part.added", **ids, part=output_text("")),
+        ]
+
     streamed: list[str] = []
     items = handle.items
     outcome: TurnOutcome | None = None
@@ -85,6 +95,8 @@ async def stream_response(
             )
             continue
         if kind == "token":
+            if not streamed:
+                pending += opening()
             streamed.append(value)
             pending.append(event("response.output_text.delta", **ids, delta=value, logprobs=[]))
         elif kind == "event":
@@ -102,18 +114,32 @@ async def stream_response(
         return
     assert outcome is not None  # the loop ends on an outcome or a problem
     shown = "".join(streamed)
-    if not shown and outcome.reply:
-        # a replayed or continued answer: it arrives whole
-        pending.append(event("response.output_text.delta", **ids, delta=outcome.reply, logprobs=[]))
-    elif " ".join(shown.split()) != " ".join(outcome.reply.split()):
-        log.warning("thread %s: streamed text differs from the committed reply", outcome.thread_id)
     text = outcome.reply
+    has_message = bool(streamed or text or not outcome.pending)
+    if not streamed and has_message:
+        pending += opening()
+    if not shown and text:
+        # a replayed or continued answer: it arrives whole
+        pending.append(event("response.output_text.delta", **ids, delta=text, logprobs=[]))
+    elif " ".join(shown.split()) != " ".join(text.split()):
+        log.warning("thread %s: streamed text differs from the committed reply", outcome.thread_id)
     status = response_status(outcome)
-    final = response_object(shape, status=status, text=text, usage=outcome.usage, rein=outcome.metadata())
-    pending += [
-        event("response.output_text.done", **ids, text=text, logprobs=[]),
-        event("response.content_part.done", **ids, part=output_text(text)),
-        event("response.output_item.done", output_index=0, item=final["output"][0]),
-        event(f"response.{status}", response=final),
-    ]
+    final = response_object(shape, status=status, text=text if has_message else None, usage=outcome.usage,
+                            rein=outcome.metadata(), calls=outcome.pending)
+    if has_message:
+        pending += [
+            event("response.output_text.done", **ids, text=text, logprobs=[]),
+            event("response.content_part.done", **ids, part=output_text(text)),
+            event("response.output_item.done", output_index=0, item=final["output"][0]),
+        ]
+    for index, call in enumerate(outcome.pending, start=int(has_message)):
+        item = final["output"][index]
+        where = {"item_id": item["id"], "output_index": index}
+        pending += [
+            event("response.output_item.added", output_index=index, item=function_call_item(shape, call, arguments="")),
+            event("response.function_call_arguments.delta", **where, delta=call.arguments),
+            event("response.function_call_arguments.done", **where, arguments=call.arguments),
+            event("response.output_item.done", output_index=index, item=item),
+        ]
+    pending.append(event(f"response.{status}", response=final))
     yield b"".join(pending)

@@ -3,7 +3,10 @@ over loopback HTTP, on a real SQLite threads database."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,16 +15,19 @@ import httpx
 import openai
 import pytest
 from openai import OpenAI
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 
 from agent.messages import ModelRequest
-from agent.models import FunctionModel, call
+from agent.models import FunctionModel, call, calls
 from agent.runtime import Agent
 from agent.server import BackgroundServer, ServerConfig, create_app, key_id, storage_id
 from tests.js_support import run_node
-from tools import tool
+from tools import ToolKind, tool
 
+ROOT = Path(__file__).parents[2]
 KEYS = ["resp-key-1", "resp-key-2"]
 RUNS: dict[str, int] = {}
+CANCELLED: list[str] = []
 
 
 @tool
@@ -35,10 +41,29 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+@tool(kind=ToolKind.WRITE, needs_approval=True)
+def cancel_order(order_id: str) -> str:
+    """Cancel an order.
+
+    Args:
+        order_id: The order to cancel.
+    """
+    CANCELLED.append(order_id)
+    return f"{order_id} cancelled"
+
+
 def bot(request: ModelRequest) -> object:
     """Numbers its answers by the user turns it sees, so lost or repeated turns show; counts its
-    runs per message, so a turn run twice shows."""
+    runs per message, so a turn run twice shows. "cancel X" cancels X, saying so first; "cancel X Y"
+    cancels both without a word."""
     last = request.messages[-1]
+    if last.role == "tool" and last.name == "cancel_order":
+        answers: list[str] = []
+        for m in reversed(request.messages):
+            if m.role != "tool":
+                break
+            answers.insert(0, m.text)
+        return "Done: " + "; ".join(answers) + "."
     if last.role == "tool":
         return f"The sum is {last.text}."
     RUNS[last.text] = RUNS.get(last.text, 0) + 1
@@ -46,13 +71,18 @@ def bot(request: ModelRequest) -> object:
         raise RuntimeError("model backend unavailable")
     if last.text.startswith("add"):
         return call("add", {"a": 2, "b": 3}, text="Adding.")
+    if last.text.startswith("cancel"):
+        orders = last.text.split()[1:]
+        if len(orders) == 1:
+            return call("cancel_order", {"order_id": orders[0]}, id=f"call-{orders[0]}", text="Let me cancel that.")
+        return calls(*(call("cancel_order", {"order_id": o}, id=f"call-{o}") for o in orders))
     users = sum(1 for m in request.messages if m.role == "user")
     return f"[{users}] {last.text}"
 
 
 class Served:
     def __init__(self, tmp: Path) -> None:
-        self.agents = {"bot": Agent(FunctionModel(bot), [add], checkpointer=f"sqlite:{tmp / 'threads.sqlite'}", name="bot")}
+        self.agents = {"bot": Agent(FunctionModel(bot), [add, cancel_order], checkpointer=f"sqlite:{tmp / 'threads.sqlite'}", name="bot")}
         self.app = create_app(self.agents, api_keys=KEYS, config=ServerConfig(
             request_timeout_s=30, max_body_bytes=64 * 1024, max_messages=50))
         self.server = BackgroundServer(self.app).start()
@@ -117,7 +147,7 @@ def test_stream_helper_and_create_stream_assemble_the_answer(served: Served) -> 
     assert final.model_extra["rein"]["termination"] == "agent_stop"
     w = word()
     events = list(c.responses.create(model="bot", input=f"streamed {w}", stream=True))
-    types = [e.type for e in events]
+    types = [e.type for e in events if e.type != "rein.event"]  # the message opens with its first token
     assert types[:4] == ["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"]
     assert types[-4:] == ["response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"]
     assert [e.sequence_number for e in events] == list(range(len(events)))
@@ -258,3 +288,109 @@ def test_vercel_ai_sdk_generate_and_stream_text(served: Served) -> None:
     assert out["followUp"] == f"[2] again vercel {w}"  # the resent history stayed on one thread
     assert out["streamed"] == f"[1] streamed vercel {w}" and out["finishReason"] == "stop"
     assert out["usage"]["inputTokens"] > 0
+
+
+def decision(call_id: str, approved: bool, reason: str | None = None) -> dict[str, object]:
+    body: dict[str, object] = {"approved": approved}
+    if reason is not None:
+        body["reason"] = reason
+    return {"type": "function_call_output", "call_id": call_id, "output": json.dumps(body)}
+
+
+def test_a_paused_response_answers_function_calls_and_an_approval_resumes_it(served: Served) -> None:
+    c, order = client(served.url), f"A-{word()}"
+    paused = c.responses.create(model="bot", input=f"cancel {order}")
+    assert paused.status == "completed" and paused.output_text == "Let me cancel that."
+    message, fc = paused.output
+    assert isinstance(message, ResponseOutputMessage) and isinstance(fc, ResponseFunctionToolCall)
+    assert (fc.call_id, fc.name, json.loads(fc.arguments), fc.status) == (f"call-{order}", "cancel_order", {"order_id": order}, "completed")
+    assert fc.id is not None and fc.id.startswith("fc_")
+    rein = paused.model_extra["rein"]
+    assert rein["termination"] == "interrupted" and [p["id"] for p in rein["approval"]["pending"]] == [f"call-{order}"]
+    assert order not in CANCELLED
+
+    done = c.responses.create(model="bot", input=[decision(fc.call_id, True)], previous_response_id=paused.id)
+    assert done.output_text == f"Done: {order} cancelled." and [o.type for o in done.output] == ["message"]
+    assert done.model_extra["rein"]["action"] == "resume" and done.model_extra["rein"]["approval"] is None
+    assert done.id != paused.id and done.previous_response_id == paused.id
+    assert CANCELLED.count(order) == 1
+    # Both read back as they were answered, and the chain goes on from either id.
+    got = c.responses.retrieve(paused.id)
+    assert got.output_text == "Let me cancel that." and [(o.type, o.id) for o in got.output] == [(o.type, o.id) for o in paused.output]
+    got = c.responses.retrieve(done.id)
+    assert (got.output_text, got.output[0].id, got.previous_response_id) == (done.output_text, done.output[0].id, paused.id)
+    nxt = c.responses.create(model="bot", input=f"thanks {order}", previous_response_id=done.id)
+    assert nxt.output_text == f"[2] thanks {order}"
+    assert c.responses.retrieve(done.id).output_text == done.output_text  # not the later turn's
+
+
+def test_a_rejection_with_a_reason_never_runs_the_tool(served: Served) -> None:
+    c, order = client(served.url), f"B-{word()}"
+    paused = c.responses.create(model="bot", input=f"cancel {order}", conversation=f"rej-{order}")
+    done = c.responses.create(model="bot", input=[decision(f"call-{order}", False, "it has shipped")], conversation=f"rej-{order}")
+    assert done.output_text == "Done: The user declined this tool call. Reason: it has shipped."
+    assert order not in CANCELLED and done.model_extra["rein"]["thread_id"] == paused.model_extra["rein"]["thread_id"]
+    with pytest.raises(openai.BadRequestError, match="must hold a decision"):
+        c.responses.create(model="bot", input=[{"type": "function_call_output", "call_id": "x", "output": "yes"}],
+                           conversation=f"rej-{order}")
+
+
+def test_a_streamed_pause_then_a_streamed_decision(served: Served) -> None:
+    c, w = client(served.url), word()
+    with c.responses.stream(model="bot", input=f"cancel S1-{w} S2-{w}") as stream:
+        types = [e.type for e in stream if e.type != "rein.event"]
+        paused = stream.get_final_response()
+    # nothing was said: the calls alone, as OpenAI answers a turn that only calls functions
+    assert types == ["response.created", "response.in_progress"] + [
+        "response.output_item.added", "response.function_call_arguments.delta",
+        "response.function_call_arguments.done", "response.output_item.done"] * 2 + ["response.completed"]
+    assert [(o.type, o.call_id) for o in paused.output] == [("function_call", f"call-S1-{w}"), ("function_call", f"call-S2-{w}")]
+    assert [o.id for o in paused.output] == [o.id for o in c.responses.retrieve(paused.id).output]
+    answers = [decision(f"call-S2-{w}", False, "keep it"), decision(f"call-S1-{w}", True)]
+    with c.responses.stream(model="bot", input=answers, previous_response_id=paused.id) as stream:
+        done = stream.get_final_response()
+    assert done.output_text == f"Done: S1-{w} cancelled; The user declined this tool call. Reason: keep it."
+    assert CANCELLED.count(f"S1-{w}") == 1 and f"S2-{w}" not in CANCELLED
+    assert c.responses.retrieve(done.id).output_text == done.output_text
+
+
+def test_a_resent_decision_runs_nothing_twice_and_a_new_message_waits(served: Served) -> None:
+    c, order = client(served.url), f"R-{word()}"
+    paused = c.responses.create(model="bot", input=f"cancel {order}")
+    with pytest.raises(openai.ConflictError) as info:
+        c.responses.create(model="bot", input="never mind", previous_response_id=paused.id)
+    assert info.value.body["code"] == "approval_pending"
+    keyed = {"Idempotency-Key": str(uuid.uuid4())}
+    first = c.responses.create(model="bot", input=[decision(f"call-{order}", True)], previous_response_id=paused.id,
+                               extra_headers=keyed)
+    again = c.responses.create(model="bot", input=[decision(f"call-{order}", True)], previous_response_id=paused.id,
+                               extra_headers=keyed)
+    assert (again.id, again.output_text, again.model_extra["rein"]["action"]) == (first.id, first.output_text, "replay")
+    assert CANCELLED.count(order) == 1
+
+
+def test_another_tenant_cannot_decide(served: Served) -> None:
+    mine, theirs = client(served.url, KEYS[0]), client(served.url, KEYS[1])
+    order = f"T-{word()}"
+    paused = mine.responses.create(model="bot", input=f"cancel {order}", conversation=f"t-{order}")
+    with pytest.raises(openai.ConflictError) as info:
+        theirs.responses.create(model="bot", input=[decision(f"call-{order}", True)], conversation=f"t-{order}")
+    assert info.value.body["code"] == "no_pending_approval"
+    with pytest.raises(openai.NotFoundError):
+        theirs.responses.create(model="bot", input=[decision(f"call-{order}", True)], previous_response_id=paused.id)
+    assert order not in CANCELLED
+    mine.responses.create(model="bot", input=[decision(f"call-{order}", True)], previous_response_id=paused.id)
+    assert CANCELLED.count(order) == 1
+
+
+def test_the_docs_approval_example_runs(tmp_path: Path) -> None:
+    text = (ROOT / "docs" / "server.md").read_text(encoding="utf-8")
+    section = text.split("\n## The Responses API\n", 1)[1].split("\n## ", 1)[0]
+    example = section.split("**Approvals.**", 1)[1]
+    code, expected = example.split("```python\n", 1)[1].split("```", 1)[0], example.split("```text\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "approve.py"
+    script.write_text(code)
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "REIN_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == expected.strip()
