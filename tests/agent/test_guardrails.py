@@ -3,11 +3,11 @@ spans and stored messages, on scripted models and real tools."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agent import Agent, ScriptedModel
 from agent.events import ApprovalRequested, FinalAnswer, GuardrailTriggered
@@ -17,6 +17,9 @@ from agent.models import call, reply
 from agent.plugins import load_guardrail, register_guardrail
 from agent.terminations import TERMINATIONS
 from tools import ToolKind, tool
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 pytestmark = pytest.mark.core
 
@@ -209,6 +212,8 @@ async def test_an_output_guardrail_cannot_pause() -> None:
         await agent(ScriptedModel([reply("hi")]), pausing).ainvoke("hello", "t")
 
 
+# The lean core has no OpenTelemetry SDK: the span test runs where the `otel` extra is installed.
+@pytest.mark.skipif(importlib.util.find_spec("opentelemetry.sdk") is None, reason="the span check needs the otel extra")
 async def test_each_check_is_a_span_under_the_turn(spans: InMemorySpanExporter) -> None:
     model = ScriptedModel([call("get_note", order_id="bad"), reply("Leave at the door.")])
     await agent(model, no_cards, strip_markers).ainvoke("Any note?", "t")
