@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -25,10 +24,11 @@ from agent.runtime import Agent
 from agent.server.a2a import add_a2a
 from agent.server.agui import add_agui_routes
 from agent.server.auth import ApiKey, ApiKeys
-from agent.server.chat_turns import ServerConfig, ServerState, TurnHandle, TurnRequest
+from agent.server.chat_turns import ServerConfig, ServerState, TurnRequest
 from agent.server.cors import add_cors
 from agent.server.deliveries import client_connected, delivered_stream
 from agent.server.errors import ApiError, bad_request, error_body
+from agent.server.http_io import THREAD_HEADERS, json_response, read_body, wait_turn
 from agent.server.responses import add_responses_routes
 from agent.server.retries import read_signal
 from agent.server.schema import (
@@ -45,18 +45,6 @@ from agent.server.ui import add_ui_routes
 from agent.sqlite_file import StorageFault
 
 log = logging.getLogger("rein.server")
-
-THREAD_HEADERS = ("x-rein-thread", "x-thread-id")
-"""Request headers that name a thread (either one; both must agree)."""
-DRAIN_LIMIT = 16 * 1024 * 1024
-"""How much of an oversized body is read and dropped so the client can read its 413."""
-
-
-def json_response(obj: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
-    """A JSON response that tolerates odd values in intervention records."""
-    body = json.dumps(obj, ensure_ascii=False, default=str).encode()
-    return Response(body, status_code=status, media_type="application/json", headers=dict(headers or {}))
-
 
 def create_app(
     agents: Mapping[str, Agent],
@@ -160,7 +148,7 @@ def create_app(
                            decisions=chat.decisions)
         handle = state.start(turn)
         if chat.stream:
-            plan = await _wait(handle, handle.plan, deadline, cfg.request_timeout_s)
+            plan = await wait_turn(handle, handle.plan, deadline, cfg.request_timeout_s)
             return EventStream(
                 delivered_stream(stream_turn(handle, chat, deadline, cfg.request_timeout_s), client_connected(request),
                                  handle.done, lambda outcome: state.delivered(turn, outcome)),
@@ -169,7 +157,7 @@ def create_app(
                     "X-Rein-Thread": thread_header(plan.thread_id),
                 },
             )
-        outcome = await _wait(handle, handle.done, deadline, cfg.request_timeout_s)
+        outcome = await wait_turn(handle, handle.done, deadline, cfg.request_timeout_s)
         failure = outcome.failed()
         if failure is not None:
             raise failure
@@ -197,46 +185,6 @@ def _model_card(name: str) -> dict[str, Any]:
     return {"id": name, "object": "model", "created": 0, "owned_by": "rein"}
 
 
-async def read_body(request: Request, limit: int, timeout_s: float | None = None) -> bytes:
-    """The request body, or 413 when Content-Length or the bytes received pass the limit, or 408
-    when it has not all arrived within timeout_s."""
-    try:
-        async with asyncio.timeout(timeout_s):
-            return await _read_body(request, limit)
-    except TimeoutError:
-        # Closing the connection drops the rest of a body that might never come.
-        raise ApiError(
-            408, f"the request body did not arrive within {timeout_s:g} s", code="body_timeout",
-            headers={"Connection": "close"},
-        ) from None
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    try:
-        limit_hit = declared is not None and int(declared) > limit
-    except ValueError:
-        raise bad_request(f"invalid Content-Length header {declared!r}") from None
-    chunks: list[bytes] = []
-    received = 0
-    # An oversized body is still read (up to DRAIN_LIMIT) and dropped, so a client that is still
-    # sending sees the 413 instead of a reset connection.
-    with contextlib.suppress(OSError, RuntimeError):
-        async for chunk in request.stream():
-            received += len(chunk)
-            if received > limit:
-                limit_hit = True
-            if limit_hit:
-                chunks.clear()
-                if received > DRAIN_LIMIT:
-                    break
-            else:
-                chunks.append(chunk)
-    if limit_hit:
-        raise ApiError(413, f"the request body is larger than the server's limit of {limit} bytes", code="request_too_large")
-    return b"".join(chunks)
-
-
 def thread_key(request: Request, chat: ChatRequest, system: list[str], turns: list[Turn]) -> tuple[str, KeySource]:
     """The thread key: X-Rein-Thread / X-Thread-Id, else `user`, else derived from the conversation."""
     try:
@@ -253,26 +201,6 @@ def thread_key(request: Request, chat: ChatRequest, system: list[str], turns: li
     except ValueError as exc:
         raise bad_request(str(exc)) from None
     return derived_key(system, turns), "derived"
-
-
-async def _wait(handle: TurnHandle, future: asyncio.Future[Any], deadline: float, timeout_s: float) -> Any:
-    remaining = max(deadline - asyncio.get_running_loop().time(), 0.0)
-    try:
-        return await asyncio.wait_for(asyncio.shield(future), remaining)
-    except TimeoutError:
-        if handle.started:
-            detail = (
-                "the turn keeps running and is committed to its thread; resend the same request (the "
-                "same Idempotency-Key, or the whole history) to get its answer without running it again"
-            )
-        else:
-            # It was still queued behind another turn of the same thread: nothing ran, so drop it.
-            if handle.task is not None:
-                handle.task.cancel()
-            detail = "it was still waiting for an earlier turn of the same thread and was dropped"
-        raise ApiError(
-            504, f"the agent did not answer within {timeout_s:g} s; {detail}", type="timeout", code="request_timeout"
-        ) from None
 
 
 __all__ = ["ServerConfig", "create_app", "json_response", "read_body", "thread_key"]

@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent.messages import Message
-from agent.planted_reasoning import PLANTED
 from agent.runtime import Agent
 from agent.server.errors import ApiError, bad_request
-from agent.server.threads import REPLY_SEPARATOR
+from agent.server.threads import turn_reply
 
 DECISION_FORM = '{"approved": true} or {"approved": false, "reason": "why"}'
 """What the content of a tool message that answers a paused call must be (as JSON text)."""
@@ -152,7 +151,7 @@ def rule(decisions: Sequence[Decision], pending: Sequence[PendingCall], history:
     last = _last_answer(history, set(ids))
     if last is not None:
         # Every call named was answered already: a retry of decisions whose turn went on.
-        reply = _reply_after(history, last)
+        reply = turn_reply(history, last)
         if not reply and not waiting and not any(m.role == "user" for m in history[last + 1 :]) and _ended_without_answer(history):
             return Ruling("rerun")
         return Ruling("replay", reply=reply, pending=list(pending))
@@ -192,17 +191,6 @@ def _last_answer(history: Sequence[Message], ids: set[str]) -> int | None:
         if m.role == "tool" and m.tool_call_id in ids:
             found[m.tool_call_id] = i
     return max(found.values()) if ids and found.keys() == ids else None
-
-
-def _reply_after(history: Sequence[Message], index: int) -> str:
-    """The assistant texts after `index`, up to the next user message."""
-    texts: list[str] = []
-    for m in history[index + 1 :]:
-        if m.role == "user":
-            break
-        if m.role == "assistant" and not m.metadata.get(PLANTED) and m.text.strip():
-            texts.append(m.text)
-    return REPLY_SEPARATOR.join(texts)
 
 
 def _ended_without_answer(history: Sequence[Message]) -> bool:

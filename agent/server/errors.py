@@ -54,3 +54,15 @@ def not_found(message: str, code: str = "not_found") -> ApiError:
 def storage_unavailable(cause: str) -> ApiError:
     """503 for a threads database that cannot be used (deleted, replaced, full, read-only, corrupt), naming the cause."""
     return ApiError(503, f"the threads database cannot be used: {cause}", type="server_error", code="storage_unavailable")
+
+
+def still_running(timeout_s: float, resend: str = "the same Idempotency-Key, or the whole history") -> ApiError:
+    """The 504 of a request whose turn started but did not finish within its deadline: the turn
+    keeps running and is committed, and a resend with `resend` gets its answer."""
+    return ApiError(
+        504,
+        f"the agent did not finish within {timeout_s:g} s; the turn keeps running and is committed to "
+        f"its thread; resend the same request ({resend}) to get its answer without running it again",
+        type="timeout",
+        code="request_timeout",
+    )

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -39,11 +38,11 @@ from agent.server.chat_turns import (
     Plan,
     ServerConfig,
     ServerState,
-    TurnHandle,
     TurnRequest,
 )
 from agent.server.deliveries import client_connected, delivered_stream
-from agent.server.errors import ApiError, bad_request
+from agent.server.errors import bad_request
+from agent.server.http_io import THREAD_HEADERS, json_response, wait_turn
 from agent.server.responses_approvals import needs_approval, resumed_shape, segment
 from agent.server.responses_ids import (
     MESSAGE_PREFIX,
@@ -84,16 +83,6 @@ from agent.server.threads import (
 
 Authorize = Callable[[Request], Awaitable[str | None]]
 ReadBody = Callable[[Request, int, float | None], Awaitable[bytes]]
-THREAD_HEADERS = ("x-rein-thread", "x-thread-id")
-"""Request headers that name a thread, as in Chat Completions (app.THREAD_HEADERS)."""
-
-
-def json_response(obj: Any, headers: Mapping[str, str]) -> Response:
-    """A JSON response (records read back from a thread may hold values JSON has no type for)."""
-    body = json.dumps(obj, ensure_ascii=False, default=str).encode()
-    return Response(body, media_type="application/json", headers=dict(headers))
-
-
 @dataclasses.dataclass
 class Thread:
     """Where a response's turn runs and the history the planner compares with it."""
@@ -156,7 +145,7 @@ def add_responses_routes(
             stream=req.stream, retry=retry, decisions=decisions,
         )
         handle = state.start(turn)
-        plan: Plan = await _wait(handle, handle.plan, deadline, cfg.request_timeout_s)
+        plan: Plan = await wait_turn(handle, handle.plan, deadline, cfg.request_timeout_s, "the same Idempotency-Key")
         if decisions is not None:
             shape = await resumed_shape(plan, shape, decisions, agent, tenant)
         else:
@@ -168,7 +157,7 @@ def add_responses_routes(
                                  handle.done, lambda outcome: state.delivered(turn, outcome), is_last=_terminal),
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers},
             )
-        outcome = await _wait(handle, handle.done, deadline, cfg.request_timeout_s)
+        outcome = await wait_turn(handle, handle.done, deadline, cfg.request_timeout_s, "the same Idempotency-Key")
         failed = outcome.failed()
         if failed is not None:
             raise failed
@@ -319,27 +308,6 @@ def _terminal(chunk: bytes) -> bool:
     """Whether a stream write is the response's last event."""
     # Several events may go out in one write; an event name never holds a raw newline inside data.
     return b"event: response.completed\n" in chunk or b"event: response.incomplete\n" in chunk
-
-
-async def _wait(handle: TurnHandle, future: asyncio.Future[Any], deadline: float, timeout_s: float) -> Any:
-    """The future's result; 504 past the deadline (a turn that started keeps running and is
-    committed; one still queued behind another turn of its thread is dropped)."""
-    remaining = max(deadline - asyncio.get_running_loop().time(), 0.0)
-    try:
-        return await asyncio.wait_for(asyncio.shield(future), remaining)
-    except TimeoutError:
-        if handle.started:
-            detail = (
-                "the turn keeps running and is committed to its thread; resend the same request (the same "
-                "Idempotency-Key) to get its answer without running it again"
-            )
-        else:
-            if handle.task is not None:
-                handle.task.cancel()
-            detail = "it was still waiting for an earlier turn of the same thread and was dropped"
-        raise ApiError(
-            504, f"the agent did not answer within {timeout_s:g} s; {detail}", type="timeout", code="request_timeout"
-        ) from None
 
 
 __all__ = ["add_responses_routes"]

@@ -12,15 +12,15 @@ out of the thread.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agent.messages import PART_SEPARATOR
 from agent.server.approvals import Decision, parse_decision
 from agent.server.errors import bad_request
-from agent.server.schema import CONTAINERS_PER_MESSAGE, MAX_MESSAGES, check_depth, check_unicode
+from agent.server.schema import MAX_MESSAGES, load_body, validated
 
 SKIPPED_ITEMS = frozenset({"function_call", "function_call_output", "reasoning"})
 """Input items that are client-side tool traffic or model reasoning: kept out of the thread."""
@@ -124,40 +124,13 @@ class Entry:
         """The text, with text parts joined."""
         if isinstance(self.content, str):
             return self.content
-        return "".join(p.get("text", "") for p in self.content if p.get("type") == "text")
+        return PART_SEPARATOR.join(p.get("text", "") for p in self.content if p.get("type") == "text")
 
 
 def parse_responses_request(body: bytes, *, max_messages: int = MAX_MESSAGES) -> ResponsesRequest:
     """Validate a request body; raise a 400 ApiError naming the first problems."""
-    if not body.strip():
-        raise bad_request("the request body is empty: send a JSON Responses request")
-    containers = check_depth(body)
-    if containers > CONTAINERS_PER_MESSAGE * max_messages:
-        raise bad_request(
-            f"the request body holds {containers} arrays and objects; this server accepts "
-            f"{CONTAINERS_PER_MESSAGE} for each of the {max_messages} input items a request may carry"
-        )
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        raise bad_request(f"the request body is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise bad_request("the request body must be a JSON object")
-    check_unicode(body, data)
-    items = data.get("input")
-    if isinstance(items, list) and len(items) > max_messages:
-        raise bad_request(
-            f"the request has {len(items)} input items; this server accepts at most {max_messages} in one request",
-            param="input",
-        )
-    try:
-        return ResponsesRequest.model_validate(data)
-    except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        shown = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" if e["loc"] else e["msg"] for e in errors[:5]]
-        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-        first_loc = ".".join(str(p) for p in errors[0]["loc"]) or None
-        raise bad_request("invalid request: " + "; ".join(shown) + more, param=first_loc) from None
+    data = load_body(body, max_messages, "input", "input items", "a JSON Responses request")
+    return validated(ResponsesRequest, data)
 
 
 def input_decisions(request: ResponsesRequest) -> list[Decision] | None:

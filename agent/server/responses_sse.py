@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from agent.server.chat_turns import TurnHandle, TurnOutcome
-from agent.server.errors import ApiError
+from agent.server.errors import ApiError, still_running
 from agent.server.responses_objects import (
     ResponseShape,
     Status,
@@ -85,14 +85,7 @@ async def stream_response(
         try:
             kind, value = await next_item(items, deadline)
         except TimeoutError:
-            problem = ApiError(
-                504,
-                f"the agent did not finish within {timeout_s:g} s; the turn keeps running and is committed "
-                "to its thread; resend the same request (the same Idempotency-Key) to get its answer "
-                "without running it again",
-                type="timeout",
-                code="request_timeout",
-            )
+            problem = still_running(timeout_s, "the same Idempotency-Key")
             continue
         if kind == "token":
             if not streamed:

@@ -23,8 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agent.messages import Message
-from agent.planted_reasoning import PLANTED
-from agent.server.threads import REPLY_SEPARATOR, Turn
+from agent.server.threads import Turn, turn_reply
 
 IDEMPOTENCY_HEADER = "idempotency-key"
 """Names one request across its attempts."""
@@ -142,14 +141,3 @@ def find_earlier(history: Sequence[Message], signal: RetrySignal, turns: Sequenc
     if not isinstance(received, int | float) or now - received > RETRY_WINDOW_S:
         return None
     return Earlier(users[-1], turn_reply(history, users[-1]))
-
-
-def turn_reply(history: Sequence[Message], index: int) -> str:
-    """The reply of the turn whose user message is at `index`: its assistant texts up to the next user message."""
-    texts: list[str] = []
-    for m in history[index + 1 :]:
-        if m.role == "user":
-            break
-        if m.role == "assistant" and not m.metadata.get(PLANTED) and m.text.strip():
-            texts.append(m.text)
-    return REPLY_SEPARATOR.join(texts)

@@ -7,7 +7,7 @@ import re
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, overload
+from typing import Annotated, Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -15,6 +15,8 @@ from agent.messages import PART_SEPARATOR, Message, Usage
 from agent.server.approvals import Decision, PendingCall, parse_decision
 from agent.server.errors import bad_request
 from agent.server.threads import Role, Turn, merge_turns
+
+M = TypeVar("M", bound=BaseModel)
 
 MAX_JSON_DEPTH = 64
 """Deepest nesting of arrays and objects accepted in a request body (a chat request needs about 6)."""
@@ -191,14 +193,22 @@ def trailing_tool_messages(messages: list[ChatMessageIn]) -> list[ChatMessageIn]
 
 def parse_request(body: bytes, *, max_messages: int = MAX_MESSAGES) -> ChatRequest:
     """Validate a request body; raise a 400 ApiError naming the first problems."""
+    data = load_body(body, max_messages, "messages", "messages", "a JSON chat completion request")
+    return validated(ChatRequest, data)
+
+
+def load_body(body: bytes, max_items: int, field: str, noun: str, what: str) -> dict[str, Any]:
+    """A request body parsed as a JSON object within the server's budget: at most `max_items` in
+    its `field` list, and CONTAINERS_PER_MESSAGE arrays and objects for each (a 400 ApiError
+    otherwise, before or after parsing). `noun` names the items, `what` the expected request."""
     if not body.strip():
-        raise bad_request("the request body is empty: send a JSON chat completion request")
+        raise bad_request(f"the request body is empty: send {what}")
     containers = check_depth(body)
-    if containers > CONTAINERS_PER_MESSAGE * max_messages:
+    if containers > CONTAINERS_PER_MESSAGE * max_items:
         raise bad_request(
-            f"the request body holds {containers} arrays and objects (messages, content parts, other "
-            f"values); this server accepts {CONTAINERS_PER_MESSAGE} for each of the {max_messages} "
-            "messages a request may carry"
+            f"the request body holds {containers} arrays and objects ({noun}, content parts, other "
+            f"values); this server accepts {CONTAINERS_PER_MESSAGE} for each of the {max_items} "
+            f"{noun} a request may carry"
         )
     try:
         data = json.loads(body)
@@ -208,14 +218,19 @@ def parse_request(body: bytes, *, max_messages: int = MAX_MESSAGES) -> ChatReque
     if not isinstance(data, dict):
         raise bad_request("the request body must be a JSON object")
     check_unicode(body, data)
-    messages = data.get("messages")
-    if isinstance(messages, list) and len(messages) > max_messages:
+    items = data.get(field)
+    if isinstance(items, list) and len(items) > max_items:
         raise bad_request(
-            f"the request has {len(messages)} messages; this server accepts at most {max_messages} in one request",
-            param="messages",
+            f"the request has {len(items)} {noun}; this server accepts at most {max_items} in one request",
+            param=field,
         )
+    return data
+
+
+def validated(model: type[M], data: dict[str, Any]) -> M:
+    """`data` as a `model`, or a 400 ApiError naming its first five problems."""
     try:
-        return ChatRequest.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         shown = []

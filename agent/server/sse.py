@@ -16,7 +16,7 @@ with needs_extra("server", "rein's HTTP server"):
     from starlette.types import Receive, Scope, Send
 
 from agent.server.chat_turns import TurnHandle, TurnOutcome
-from agent.server.errors import ApiError, error_body
+from agent.server.errors import ApiError, error_body, still_running
 from agent.server.schema import ChatRequest, chunk_object, new_completion_id, tool_call_deltas
 
 log = logging.getLogger("rein.server")
@@ -79,14 +79,7 @@ async def stream_turn(
         try:
             kind, value = await next_item(items, deadline)
         except TimeoutError:
-            failure = ApiError(
-                504,
-                f"the agent did not finish within {timeout_s:g} s; the turn keeps running and is "
-                "committed to its thread; resend the same request (the same Idempotency-Key, or the whole "
-                "history) to get its answer without running it again",
-                type="timeout",
-                code="request_timeout",
-            )
+            failure = still_running(timeout_s)
             continue
         if kind == "token":
             pending.append(chunk(delta={"content": value}))

@@ -24,7 +24,7 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -114,6 +114,17 @@ def reply_text(history: list[Message]) -> str:
     """The reply of the thread's last turn: its assistant texts after the last user message."""
     last_user = max((i for i, m in enumerate(history) if m.role == "user"), default=-1)
     texts = [m.text for m in surface_dialogue(history[last_user + 1 :]) if m.role == "assistant" and m.text.strip()]
+    return REPLY_SEPARATOR.join(texts)
+
+
+def turn_reply(history: Sequence[Message], index: int) -> str:
+    """The reply of the turn whose user message is at `index`: its assistant texts up to the next user message."""
+    texts: list[str] = []
+    for m in history[index + 1 :]:
+        if m.role == "user":
+            break
+        if m.role == "assistant" and not m.metadata.get(PLANTED) and m.text.strip():
+            texts.append(m.text)
     return REPLY_SEPARATOR.join(texts)
 
 
