@@ -9,8 +9,10 @@ threads. Tasks are scoped to their owner, `A2AOwner.user_name`, so one tenant ne
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import warnings
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,13 +92,32 @@ class TaskStores:
         for store in self.stores.values():
             initialize = getattr(store, "initialize", None)
             if initialize is not None:
-                await initialize()
+                await _create_once(initialize)
 
     async def aclose(self) -> None:
         """Close the database connections."""
         for engine in self.engines:
             await engine.dispose()
         self.engines.clear()
+
+
+async def _create_once(initialize: Callable[[], Awaitable[None]]) -> None:
+    """Run a store's table creation, tolerating another process creating the table at the same moment.
+
+    On Postgres, CREATE TABLE IF NOT EXISTS is not atomic: two processes starting together on a
+    fresh database (`rein serve --workers N`) can both pass the check, and the second then fails on
+    the catalog's unique index. By then the table exists, so one more try finds it.
+    """
+    with needs_extra("a2a", "the A2A endpoint's task store"):
+        from sqlalchemy.exc import IntegrityError, ProgrammingError
+    for attempt in range(3):
+        try:
+            await initialize()
+            return
+        except (IntegrityError, ProgrammingError) as exc:
+            if attempt == 2 or "already exists" not in str(exc):
+                raise
+            await asyncio.sleep(0.05 * (attempt + 1))
 
 
 @functools.cache

@@ -324,3 +324,22 @@ async def test_tasks_outlive_the_server_process(database: str, tmp_path: Path, r
     finally:
         server.stop()
         agent.close()
+
+
+async def test_processes_starting_together_on_a_fresh_postgres_database_all_create_the_task_table(
+    request: pytest.FixtureRequest,
+) -> None:
+    # `rein serve --workers N` starts N processes at once; Postgres's CREATE TABLE IF NOT EXISTS
+    # lets two of them race on the catalog, and the loser must not fail its start-up.
+    from agent.server.a2a_tasks import TaskStores
+    from tests.agent.checkpoint_util import fresh_postgres_database
+
+    for _ in range(3):
+        spec = await fresh_postgres_database(request.getfixturevalue("postgres_url"), "a2a_race")
+        starting = [TaskStores() for _ in range(6)]
+        for stores in starting:
+            stores.for_checkpointer(spec)
+        try:
+            await asyncio.gather(*(stores.open() for stores in starting))
+        finally:
+            await asyncio.gather(*(stores.aclose() for stores in starting))
