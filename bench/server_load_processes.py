@@ -86,7 +86,7 @@ def start_rein_serve(spec: Path, db: str, port: int) -> subprocess.Popen[str]:
 def processes(db: str, conversations: int, turns: int, concurrency: int, *, agent_name: str = "bench") -> dict[str, Any]:
     """Two `rein serve` processes serving the echo agent (named `agent_name`) on one Postgres
     database: each conversation's turn t goes to process t % 2, every third conversation sends
-    each turn to both at once (a repeated request), and process 1 is killed (SIGKILL) once a third
+    each turn to both at once (a repeated request, with one Idempotency-Key), and process 1 is killed (SIGKILL) once a third
     of the turns are done and started again. A request that fails on a dead process is sent again
     to the other one. Every thread must then hold each of its turns exactly once, in order."""
     import socket
@@ -109,14 +109,16 @@ def processes(db: str, conversations: int, turns: int, concurrency: int, *, agen
     total = conversations * turns
     restarted = asyncio.Event()
 
-    async def send(client: httpx.AsyncClient, target: int, body: dict[str, Any], key: str) -> str:
+    async def send(client: httpx.AsyncClient, target: int, body: dict[str, Any], key: str, request_id: str) -> str:
+        # Every copy and resend of one request carries its Idempotency-Key, as a client that retries
+        # must (docs/server.md, "Retries and idempotency"): the copy that comes second gets the answer.
         for attempt in range(20):
             port = ports[(target + attempt) % 2]
             counts["requests"] += 1
             start = time.perf_counter()
             try:
                 r = await client.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body,
-                                      headers={"X-Rein-Thread": key}, timeout=60)
+                                      headers={"X-Rein-Thread": key, "Idempotency-Key": request_id}, timeout=60)
             except httpx.TransportError:
                 counts["retried"] += 1
                 await asyncio.sleep(0.05)
@@ -137,10 +139,11 @@ def processes(db: str, conversations: int, turns: int, concurrency: int, *, agen
             for t in range(turns):
                 history.append({"role": "user", "content": f"c{c} turn {t}"})
                 body = {"model": agent_name, "messages": list(history)}
+                request_id = f"{key}-t{t}"
                 if c % 3 == 2:
-                    replies = await asyncio.gather(send(client, 0, body, key), send(client, 1, body, key))
+                    replies = await asyncio.gather(send(client, 0, body, key, request_id), send(client, 1, body, key, request_id))
                 else:
-                    replies = [await send(client, t % 2, body, key)]
+                    replies = [await send(client, t % 2, body, key, request_id)]
                 want = f"You said: c{c} turn {t}"
                 if any(r != want for r in replies):
                     problems.append(f"c{c} turn {t}: got {replies!r}")
